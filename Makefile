@@ -1,0 +1,65 @@
+# kafka-selfheal: `make demo` and `make test` bootstrap everything they need on a fresh
+# machine (Debian packages, a venv, the JVM jars); a second run re-downloads nothing.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
+JARS   := jvm/lib
+APT_STAMP := .make/apt.stamp
+# Debian packages the tests and the demo run: a JDK and Maven for the broker jars.
+APT_PACKAGES := openjdk-17-jre-headless maven
+
+.PHONY: demo test bench lint jars venv deps clean-sandbox help
+.DEFAULT_GOAL := help
+
+help:
+	@echo "make demo    bring up the sandbox cluster, break a disk, watch it heal"
+	@echo "make test    run every test (unit, integration on the sandbox, e2e)"
+	@echo "make bench   print performance figures"
+	@echo "make lint    ruff and mypy"
+
+deps: $(APT_STAMP) $(VENV)/.installed $(JARS)/.stamp
+
+$(APT_STAMP):
+	@mkdir -p .make
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	 if [ -n "$$missing" ]; then \
+	   echo ">> installing Debian packages:$$missing"; \
+	   SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	   $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	 fi
+	@touch $@
+
+$(VENV)/.installed: pyproject.toml
+	@echo ">> creating $(VENV) and installing kafka-selfheal with its dev extras"
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PIP) install -q --upgrade pip
+	@$(PIP) install -q -e '.[dev]'
+	@$(PIP) check
+	@touch $@
+
+$(JARS)/.stamp: jvm/pom.xml jvm/settings.xml $(APT_STAMP)
+	@echo ">> fetching JVM jars with Maven (broker, spark, agent)"
+	@rm -rf $(JARS)
+	@for role in broker spark agent; do \
+	   $(MVN) -P $$role dependency:copy-dependencies -DoutputDirectory=lib/$$role || exit 1; \
+	 done
+	@touch $@
+
+jars: $(JARS)/.stamp
+venv: $(VENV)/.installed
+
+demo: deps
+	$(VENV)/bin/selfheal demo
+
+test: deps
+	$(PY) -m pytest -q -p no:cacheprovider
+
+bench: deps
+	$(PY) -m bench
+
+lint: deps
+	$(VENV)/bin/ruff check schemas streams remediation dashboards sandbox tests bench airflow
+	$(VENV)/bin/mypy schemas remediation streams

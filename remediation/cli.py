@@ -1,0 +1,62 @@
+"""`selfheal`: one command for every piece of kafka-selfheal.
+
+Each sub-command lives next to the code it drives and exposes ``register(subparsers)``;
+this module only wires them together, so ``selfheal --help`` stays fast (heavy imports
+such as pyspark happen inside the handlers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# (module, what it adds). Modules are imported on start-up; they must keep their own
+# heavy imports inside their handlers.
+SUBCOMMANDS: tuple[str, ...] = (
+    "sandbox.cli",
+    "sandbox.demo",
+    "remediation.plan.cli",
+)
+
+
+class CliError(Exception):
+    """An error the user can fix; printed without a traceback, exit status ``code``."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="selfheal",
+        description="Self-healing for Apache Kafka JBOD storage and rack placement.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module_name in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue  # a piece not built yet
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        result = args.func(args)
+    except CliError as exc:
+        print(f"selfheal {args.command}: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
