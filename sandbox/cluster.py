@@ -1,0 +1,460 @@
+"""A real local Kafka cluster on JBOD log dirs, with disk-fault injection.
+
+One ZooKeeper (or, in KRaft mode, one dedicated controller) and N brokers, each with M log
+dirs and a Prometheus JMX exporter, all on 127.0.0.1 with free ports and capped heaps.
+
+How a disk is failed: the log dir is moved aside and a regular file put at its path, the
+way Kafka's own LogDirFailureTest does it. The broker's next write into that dir (the
+high-watermark checkpoint, every 5 s, or a segment roll) gets an IOException and Kafka
+takes the whole dir offline. `chmod 000`, the KIP-112 test plan's way, stops nothing here:
+the broker runs as root, and root ignores file modes.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from sandbox import configs, jars, processes
+from sandbox.state import SandboxState, ServerState, default_work_dir, state_path
+
+Progress = Callable[[str], None]
+
+BROKER_HEAP = os.environ.get("SELFHEAL_BROKER_HEAP", "384m")
+ZOOKEEPER_HEAP = os.environ.get("SELFHEAL_ZOOKEEPER_HEAP", "128m")
+CONTROLLER_HEAP = os.environ.get("SELFHEAL_CONTROLLER_HEAP", "256m")
+KRAFT_CONTROLLER_ID = 100
+# KIP-858: JBOD in KRaft needs metadata version 3.7-IV2 or later.
+KRAFT_RELEASE_VERSION = "3.9"
+EXPORTER_RULES = Path(__file__).with_name("jmx-exporter.yml")
+
+
+class SandboxError(RuntimeError):
+    """Something the operator can act on; the message says what and how."""
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+# --- JVM commands -------------------------------------------------------------------
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if not found:
+        raise SandboxError("no `java` on PATH; install a JDK 17 (make deps does)")
+    return found
+
+
+def _jvm_cmd(server: ServerState, heap: str, main_class: str, args: list[str]) -> list[str]:
+    conf_dir = Path(server.config).parent
+    log4j = conf_dir / "log4j.properties"
+    cmd = [
+        _java(),
+        f"-Xms{min(64, _mib(heap))}m",
+        f"-Xmx{heap}",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-XX:+ExitOnOutOfMemoryError",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j.configuration=file:{log4j}",
+        f"-Dkafka.logs.dir={conf_dir}",
+    ]
+    if server.exporter_port is not None:
+        cmd.append(
+            f"-javaagent:{jars.jmx_agent()}=127.0.0.1:{server.exporter_port}:{EXPORTER_RULES}"
+        )
+    cmd += ["-cp", jars.classpath("broker"), main_class, *args]
+    return cmd
+
+
+def _mib(heap: str) -> int:
+    unit = heap[-1].lower()
+    value = int(heap[:-1])
+    return value * 1024 if unit == "g" else value
+
+
+def _server_command(state: SandboxState, server: ServerState) -> list[str]:
+    if server.role == "zookeeper":
+        return _jvm_cmd(
+            server,
+            ZOOKEEPER_HEAP,
+            "org.apache.zookeeper.server.ZooKeeperServerMain",
+            [server.config],
+        )
+    heap = CONTROLLER_HEAP if server.role == "controller" else BROKER_HEAP
+    return _jvm_cmd(server, heap, "kafka.Kafka", [server.config])
+
+
+def _start(state: SandboxState, server: ServerState) -> None:
+    if processes.is_running(server.pid, server.marker):
+        return
+    cmd = _server_command(state, server)
+    server.pid = processes.spawn(cmd, Path(server.log_file), cwd=Path(state.work_dir))
+    state.save()
+
+
+# --- bring up -----------------------------------------------------------------------
+
+
+def _new_cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _rack_names(racks: int) -> list[str]:
+    return [f"rack{i + 1}" for i in range(racks)]
+
+
+def plan_layout(
+    work_dir: Path, brokers: int, log_dirs: int, racks: int, mode: str
+) -> SandboxState:
+    """Decide ports, paths and racks and write every config file; start nothing."""
+    if brokers < 1 or log_dirs < 1:
+        raise SandboxError("--brokers and --log-dirs must be at least 1")
+    if racks < 0:
+        raise SandboxError("--racks must be 0 (no racks) or more")
+    if mode not in ("zk", "kraft"):
+        raise SandboxError(f"--mode must be zk or kraft, not {mode!r}")
+    rack_names = _rack_names(racks)
+    state = SandboxState(mode=mode, work_dir=str(work_dir), cluster_id=_new_cluster_id(),
+                         brokers=[])
+
+    def server(role: str, node_id: int, name: str, exporter: bool) -> ServerState:
+        conf_dir = work_dir / name
+        conf_dir.mkdir(parents=True, exist_ok=True)
+        configs.write_log4j(conf_dir / "log4j.properties", conf_dir / "server.log")
+        return ServerState(
+            role=role,
+            node_id=node_id,
+            port=processes.free_port(),
+            pid=None,
+            config=str(conf_dir / f"{role}.properties"),
+            log_file=str(conf_dir / "stdout.log"),
+            exporter_port=processes.free_port() if exporter else None,
+        )
+
+    if mode == "zk":
+        zk = server("zookeeper", 0, "zookeeper", exporter=False)
+        configs.write_properties(
+            Path(zk.config), configs.zookeeper_props(work_dir / "zookeeper" / "data", zk.port)
+        )
+        state.zookeeper = zk
+    else:
+        ctl = server("controller", KRAFT_CONTROLLER_ID, "controller", exporter=True)
+        ctl.metadata_dir = str(work_dir / "controller" / "metadata")
+        configs.write_properties(
+            Path(ctl.config),
+            configs.kraft_controller_props(ctl.node_id, ctl.port, Path(ctl.metadata_dir)),
+        )
+        state.controller = ctl
+
+    for broker_id in range(brokers):
+        b = server("broker", broker_id, f"broker-{broker_id}", exporter=True)
+        b.rack = rack_names[broker_id % racks] if racks else None
+        b.log_dirs = [str(work_dir / f"broker-{broker_id}" / f"data-{d}") for d in range(log_dirs)]
+        dirs = [Path(p) for p in b.log_dirs]
+        if mode == "zk":
+            assert state.zookeeper_connect is not None
+            props = configs.zk_broker_props(
+                broker_id, b.port, b.rack, dirs, state.zookeeper_connect, brokers
+            )
+        else:
+            assert state.controller is not None
+            b.metadata_dir = str(work_dir / f"broker-{broker_id}" / "metadata")
+            props = configs.kraft_broker_props(
+                broker_id, b.port, b.rack, dirs, Path(b.metadata_dir),
+                state.controller.node_id, state.controller.port, brokers,
+            )
+        configs.write_properties(Path(b.config), props)
+        state.brokers.append(b)
+    return state
+
+
+def _format_kraft(state: SandboxState, progress: Progress) -> None:
+    """`kafka-storage format` for every KRaft node, in parallel (one JVM each)."""
+    progress(f"formatting KRaft storage (cluster id {state.cluster_id}, "
+             f"release {KRAFT_RELEASE_VERSION})")
+    nodes = [s for s in state.servers() if s.role in ("controller", "broker")]
+
+    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+        list(pool.map(lambda node: _format_kraft_node(state, node), nodes))
+
+
+def up(
+    work_dir: Path | None = None,
+    brokers: int = 3,
+    log_dirs: int = 2,
+    racks: int = 3,
+    mode: str = "zk",
+    timeout: float = 180.0,
+    progress: Progress = _quiet,
+) -> SandboxState:
+    """Start a fresh sandbox and wait until every broker serves; returns its state."""
+    work_dir = (work_dir or default_work_dir()).resolve()
+    existing = state_path(work_dir)
+    if existing.exists():
+        from sandbox.state import load
+
+        old = load(work_dir)
+        running = [s for s in old.servers() if processes.is_running(s.pid, s.marker)]
+        if running:
+            raise SandboxError(
+                f"a sandbox is already running from {work_dir} "
+                f"(PIDs {', '.join(str(s.pid) for s in running)}); "
+                "`selfheal sandbox down` first, or pick another --work-dir"
+            )
+        shutil.rmtree(work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    state = plan_layout(work_dir, brokers, log_dirs, racks, mode)
+    state.save()
+    progress(
+        f"sandbox in {work_dir}: {mode} mode, {brokers} brokers x {log_dirs} log dirs, "
+        f"{racks or 'no'} racks"
+    )
+    try:
+        if mode == "kraft":
+            _format_kraft(state, progress)
+        head = state.zookeeper or state.controller
+        assert head is not None
+        _start(state, head)
+        progress(f"{head.role} starting on 127.0.0.1:{head.port} (pid {head.pid})")
+        _wait_port(state, head, timeout)
+        for b in state.brokers:
+            _start(state, b)
+            progress(f"broker {b.node_id} ({b.rack or 'no rack'}) starting on "
+                     f"127.0.0.1:{b.port} (pid {b.pid})")
+        wait_ready(state, timeout=timeout, progress=progress)
+    except BaseException:
+        progress("start-up failed; stopping what was started")
+        down(state, keep_data=True)
+        raise
+    progress(f"ready in {time.monotonic() - started:.1f} s; bootstrap {state.bootstrap_servers}")
+    return state
+
+
+def _log_tail(server: ServerState, lines: int = 15) -> str:
+    chunks = []
+    for name in (server.log_file, str(Path(server.config).parent / "server.log")):
+        try:
+            text = Path(name).read_text(errors="replace").splitlines()[-lines:]
+        except FileNotFoundError:
+            continue
+        chunks.append(f"--- {name}\n" + "\n".join(text))
+    return "\n".join(chunks)
+
+
+def _check_alive(server: ServerState) -> None:
+    if not processes.is_running(server.pid, server.marker):
+        raise SandboxError(
+            f"{server.role} {server.node_id} (pid {server.pid}) exited during start-up:\n"
+            + _log_tail(server)
+        )
+
+
+def _wait_port(state: SandboxState, server: ServerState, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not processes.port_open(server.port):
+        _check_alive(server)
+        if time.monotonic() > deadline:
+            raise SandboxError(f"{server.role} did not open port {server.port} in {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def client_config(state: SandboxState) -> dict[str, object]:
+    """confluent-kafka settings for the sandbox, with librdkafka's connection chatter muted."""
+    silent = logging.getLogger("selfheal.sandbox.librdkafka")
+    silent.addHandler(logging.NullHandler())
+    silent.propagate = False
+    return {"bootstrap.servers": state.bootstrap_servers, "logger": silent}
+
+
+def live_broker_ids(state: SandboxState, timeout: float = 3.0) -> set[int]:
+    """Brokers the cluster metadata lists right now (registered, and unfenced in KRaft)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(client_config(state))
+    try:
+        return set(admin.list_topics(timeout=timeout).brokers)
+    except Exception:
+        return set()
+
+
+def _exporter_ok(server: ServerState) -> bool:
+    assert server.exporter_url is not None
+    try:
+        with urllib.request.urlopen(server.exporter_url, timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def wait_ready(
+    state: SandboxState,
+    broker_ids: list[int] | None = None,
+    timeout: float = 180.0,
+    progress: Progress = _quiet,
+) -> None:
+    """Wait until the given brokers (default all) are in the metadata and exporting."""
+    wanted = [state.broker(i) for i in (broker_ids or [b.node_id for b in state.brokers])]
+    deadline = time.monotonic() + timeout
+    reported: set[int] = set()
+    while True:
+        for b in wanted:
+            _check_alive(b)
+        live = live_broker_ids(state)
+        ready = {b.node_id for b in wanted if b.node_id in live and _exporter_ok(b)}
+        for broker_id in sorted(ready - reported):
+            progress(f"broker {broker_id} ready")
+        reported |= ready
+        if len(ready) == len(wanted):
+            return
+        if time.monotonic() > deadline:
+            missing = sorted({b.node_id for b in wanted} - ready)
+            raise SandboxError(
+                f"brokers {missing} not ready after {timeout:.0f} s; see their logs:\n"
+                + "\n".join(_log_tail(state.broker(i)) for i in missing)
+            )
+        time.sleep(0.5)
+
+
+# --- take down, start, kill ---------------------------------------------------------
+
+
+def down(state: SandboxState, keep_data: bool = False, progress: Progress = _quiet) -> None:
+    """Stop every process the sandbox started, by PID (brokers first); remove its data."""
+    for server in reversed(state.servers()):
+        if processes.stop(server.pid, server.marker, timeout=30):
+            progress(f"stopped {server.role} {server.node_id} (pid {server.pid})")
+        server.pid = None
+    if keep_data:
+        state.save()
+    else:
+        shutil.rmtree(state.work_dir, ignore_errors=True)
+        progress(f"removed {state.work_dir}")
+
+
+def start_broker(state: SandboxState, broker_id: int, timeout: float = 120.0,
+                 progress: Progress = _quiet) -> None:
+    b = state.broker(broker_id)
+    if processes.is_running(b.pid, b.marker):
+        raise SandboxError(f"broker {broker_id} is already running (pid {b.pid})")
+    _start(state, b)
+    progress(f"broker {broker_id} starting (pid {b.pid})")
+    wait_ready(state, [broker_id], timeout=timeout, progress=progress)
+
+
+def kill_broker(state: SandboxState, broker_id: int, graceful: bool = False,
+                progress: Progress = _quiet) -> None:
+    """SIGKILL (a crash) or, with ``graceful``, SIGTERM (controlled shutdown)."""
+    b = state.broker(broker_id)
+    if not processes.is_running(b.pid, b.marker):
+        raise SandboxError(f"broker {broker_id} is not running")
+    sig = signal.SIGTERM if graceful else signal.SIGKILL
+    processes.stop(b.pid, b.marker, timeout=60, sig=sig)
+    progress(f"broker {broker_id} (pid {b.pid}) {'stopped' if graceful else 'killed'}")
+    b.pid = None
+    state.save()
+
+
+# --- disk faults --------------------------------------------------------------------
+
+
+def resolve_dir(state: SandboxState, broker_id: int, dir_ref: str) -> str:
+    """A log dir by 0-based index or by path; a clear error naming what exists."""
+    try:
+        b = state.broker(broker_id)
+    except KeyError as exc:
+        raise SandboxError(str(exc.args[0])) from None
+    listing = ", ".join(f"{i}={p}" for i, p in enumerate(b.log_dirs))
+    if dir_ref.isdigit():
+        index = int(dir_ref)
+        if index < len(b.log_dirs):
+            return b.log_dirs[index]
+        raise SandboxError(f"broker {broker_id} has no log dir {index}; its dirs are {listing}")
+    path = str(Path(dir_ref).resolve())
+    if path in b.log_dirs:
+        return path
+    raise SandboxError(f"broker {broker_id} has no log dir {dir_ref}; its dirs are {listing}")
+
+
+def _broken_copy(state: SandboxState, path: str) -> Path:
+    rel = Path(path).relative_to(state.work_dir)
+    return Path(state.work_dir) / "broken" / str(rel).replace(os.sep, "__")
+
+
+def disk_failed(path: str) -> bool:
+    """True when the sandbox has failed this dir (a regular file stands at its path)."""
+    return Path(path).is_file()
+
+
+def fail_disk(state: SandboxState, broker_id: int, dir_ref: str,
+              progress: Progress = _quiet) -> str:
+    """Break one log dir as Kafka's own tests do; returns its path."""
+    path = resolve_dir(state, broker_id, dir_ref)
+    if disk_failed(path):
+        raise SandboxError(f"log dir {path} on broker {broker_id} is already failed")
+    aside = _broken_copy(state, path)
+    aside.parent.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(aside, ignore_errors=True)
+    os.replace(path, aside)
+    Path(path).write_text("this log dir was failed by `selfheal sandbox fail-disk`\n")
+    progress(f"failed log dir {path} on broker {broker_id} (old contents in {aside})")
+    return path
+
+
+def heal_disk(state: SandboxState, broker_id: int, dir_ref: str, timeout: float = 120.0,
+              progress: Progress = _quiet) -> str:
+    """Put an empty, working disk back and restart the broker.
+
+    Kafka never brings an offline dir back while it runs; a restart is what an operator
+    does after replacing the disk. The broker re-creates and re-replicates whatever
+    replicas the cluster still assigns to it.
+    """
+    path = resolve_dir(state, broker_id, dir_ref)
+    if not disk_failed(path):
+        raise SandboxError(f"log dir {path} on broker {broker_id} is not failed; nothing to heal")
+    b = state.broker(broker_id)
+    if processes.is_running(b.pid, b.marker):
+        progress(f"stopping broker {broker_id} to replace the disk")
+        processes.stop(b.pid, b.marker, timeout=60)
+        b.pid = None
+        state.save()
+    Path(path).unlink()
+    Path(path).mkdir()
+    shutil.rmtree(_broken_copy(state, path), ignore_errors=True)
+    progress(f"log dir {path} replaced with an empty one")
+    if state.mode == "kraft":
+        _format_kraft_node(state, b)
+    start_broker(state, broker_id, timeout=timeout, progress=progress)
+    return path
+
+
+def _format_kraft_node(state: SandboxState, node: ServerState) -> None:
+    """`kafka-storage format` for one KRaft node; dirs already formatted are kept."""
+    cmd = [
+        _java(), "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+        f"-Dlog4j.configuration=file:{Path(node.config).parent / 'log4j.properties'}",
+        "-cp", jars.classpath("broker"), "kafka.tools.StorageTool", "format",
+        "-t", state.cluster_id, "-c", node.config,
+        "--release-version", KRAFT_RELEASE_VERSION, "--ignore-formatted",
+    ]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise SandboxError(f"formatting storage for {node.role} {node.node_id} failed:\n"
+                           f"{result.stdout}{result.stderr}")

@@ -1,0 +1,103 @@
+"""Start and stop the sandbox's server processes, by PID, never by name.
+
+The processes outlive the `selfheal sandbox up` command that starts them, so they are not
+our children to wait on: liveness is read from /proc, and a PID is trusted only while its
+command line still carries the marker we started it with (PIDs get reused).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (the kernel picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def spawn(cmd: list[str], log_file: Path, cwd: Path) -> int:
+    """Start ``cmd`` detached in its own session, output to ``log_file``; return its PID."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "ab") as out:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return proc.pid
+
+
+def is_running(pid: int | None, marker: str) -> bool:
+    """True while ``pid`` is alive (not a zombie) and its command line contains ``marker``."""
+    if not pid:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
+    state = stat.rsplit(")", 1)[1].split()[0]
+    if state == "Z":
+        _reap(pid)
+        return False
+    return marker in cmdline
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def stop(pid: int | None, marker: str, timeout: float = 30.0, sig: int = signal.SIGTERM) -> bool:
+    """Signal ``pid`` (SIGTERM first, SIGKILL after ``timeout`` s); True if it was running."""
+    if not is_running(pid, marker):
+        return False
+    assert pid is not None
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        return True
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not is_running(pid, marker):
+            return True
+        time.sleep(0.1)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return True
+    deadline = time.monotonic() + 10
+    while is_running(pid, marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return True
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of ``pid`` in bytes (0 when it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except FileNotFoundError:
+        pass
+    return 0

@@ -1,0 +1,132 @@
+"""The sandbox's one state file: what runs where, so every later command can find it.
+
+`selfheal sandbox up` writes it; every other `selfheal` command run without configuration
+reads it to find the bootstrap servers, ZooKeeper, the exporters and the PIDs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+STATE_VERSION = 1
+
+
+def default_work_dir() -> Path:
+    """``$SELFHEAL_SANDBOX_DIR``, else ``~/.local/state/kafka-selfheal/sandbox``."""
+    env = os.environ.get("SELFHEAL_SANDBOX_DIR")
+    if env:
+        return Path(env).expanduser().resolve()
+    base = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state"))
+    return (base / "kafka-selfheal" / "sandbox").resolve()
+
+
+class SandboxNotRunning(RuntimeError):
+    """No state file: the sandbox was never brought up (or was taken down)."""
+
+
+@dataclass
+class ServerState:
+    """One JVM the sandbox runs."""
+
+    role: str  # "zookeeper" | "broker" | "controller"
+    node_id: int
+    port: int
+    pid: int | None
+    config: str  # its properties file; its path is also the PID marker
+    log_file: str
+    exporter_port: int | None = None
+    rack: str | None = None
+    log_dirs: list[str] = field(default_factory=list)
+    metadata_dir: str | None = None
+
+    @property
+    def marker(self) -> str:
+        return self.config
+
+    @property
+    def exporter_url(self) -> str | None:
+        if self.exporter_port is None:
+            return None
+        return f"http://127.0.0.1:{self.exporter_port}/metrics"
+
+
+@dataclass
+class SandboxState:
+    mode: str  # "zk" | "kraft"
+    work_dir: str
+    cluster_id: str
+    brokers: list[ServerState]
+    zookeeper: ServerState | None = None
+    controller: ServerState | None = None
+    version: int = STATE_VERSION
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers)
+
+    @property
+    def zookeeper_connect(self) -> str | None:
+        return f"127.0.0.1:{self.zookeeper.port}" if self.zookeeper else None
+
+    @property
+    def path(self) -> Path:
+        return state_path(Path(self.work_dir))
+
+    def broker(self, broker_id: int) -> ServerState:
+        for b in self.brokers:
+            if b.node_id == broker_id:
+                return b
+        known = ", ".join(str(b.node_id) for b in self.brokers)
+        raise KeyError(f"no broker {broker_id} in the sandbox; brokers are {known}")
+
+    def servers(self) -> list[ServerState]:
+        """Every JVM, in start order."""
+        head = [s for s in (self.zookeeper, self.controller) if s is not None]
+        return head + list(self.brokers)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["bootstrap_servers"] = self.bootstrap_servers
+        data["zookeeper_connect"] = self.zookeeper_connect
+        return data
+
+    def save(self) -> None:
+        path = self.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        tmp.replace(path)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SandboxState:
+        def server(d: dict | None) -> ServerState | None:
+            return ServerState(**d) if d else None
+
+        return cls(
+            mode=data["mode"],
+            work_dir=data["work_dir"],
+            cluster_id=data["cluster_id"],
+            brokers=[ServerState(**b) for b in data["brokers"]],
+            zookeeper=server(data.get("zookeeper")),
+            controller=server(data.get("controller")),
+            version=data.get("version", STATE_VERSION),
+        )
+
+
+def state_path(work_dir: Path) -> Path:
+    return work_dir / "sandbox.json"
+
+
+def load(work_dir: Path | None = None) -> SandboxState:
+    """The running sandbox's state; ``SandboxNotRunning`` when there is none."""
+    path = state_path(work_dir or default_work_dir())
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SandboxNotRunning(
+            f"no sandbox state at {path}; start one with `selfheal sandbox up`"
+        ) from None
+    return SandboxState.from_dict(data)

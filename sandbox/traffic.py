@@ -1,0 +1,177 @@
+"""Traffic on the sandbox: topics, an acks=all idempotent producer, a consumer that counts.
+
+Used by the demo and the tests to check the promise that matters under a disk failure:
+every acknowledged message is consumed exactly once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+from sandbox.cluster import SandboxError, client_config
+from sandbox.state import SandboxState
+from sandbox.status import kafka_admin
+
+
+def create_topic(state: SandboxState, topic: str, partitions: int, replication_factor: int,
+                 config: dict[str, str] | None = None) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(client_config(state))
+    new = NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
+                   config=config or {})
+    admin.create_topics([new], request_timeout=30)[topic].result()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # wait until every partition has a leader
+        meta = admin.list_topics(topic, timeout=5).topics[topic]
+        if meta.error is None and len(meta.partitions) == partitions and all(
+            p.leader >= 0 for p in meta.partitions.values()
+        ):
+            return
+        time.sleep(0.2)
+    raise SandboxError(f"topic {topic} has partitions without a leader after 30 s")
+
+
+def _producer(state: SandboxState) -> Any:
+    from confluent_kafka import Producer
+
+    return Producer({
+        **client_config(state),
+        "acks": "all",
+        "enable.idempotence": True,
+        "linger.ms": 5,
+        "message.timeout.ms": 120000,
+    })
+
+
+def produce(state: SandboxState, topic: str, count: int, prefix: str | None = None) -> list[str]:
+    """Produce ``count`` distinct messages; returns the values the cluster acknowledged."""
+    prefix = prefix or uuid.uuid4().hex[:8]
+    acked: list[str] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is None:
+            acked.append(msg.value().decode())
+
+    producer = _producer(state)
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, f"{prefix}-{i}".encode(), on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    producer.flush(120)
+    return acked
+
+
+class BackgroundProducer(threading.Thread):
+    """Produces numbered messages until stopped; ``acked`` holds what the cluster acknowledged."""
+
+    def __init__(self, state: SandboxState, topic: str, rate_per_s: float = 200.0) -> None:
+        super().__init__(daemon=True, name=f"producer-{topic}")
+        self.state, self.topic, self.interval = state, topic, 1.0 / rate_per_s
+        self.acked: list[str] = []
+        self.errors: list[str] = []
+        self.sent = 0
+        self._stop_event = threading.Event()
+        self._prefix = uuid.uuid4().hex[:8]
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is None:
+            self.acked.append(msg.value().decode())
+        else:
+            self.errors.append(str(err))
+
+    def run(self) -> None:
+        producer = _producer(self.state)
+        while not self._stop_event.is_set():
+            try:
+                producer.produce(self.topic, f"{self._prefix}-{self.sent}".encode(),
+                                 on_delivery=self._on_delivery)
+                self.sent += 1
+            except BufferError:
+                pass
+            producer.poll(self.interval)
+        producer.flush(120)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=150)
+
+
+def consume_all(state: SandboxState, topic: str, expected: int, timeout: float = 60.0,
+                group: str | None = None) -> list[str]:
+    """Read ``topic`` from the start until ``expected`` messages arrived or ``timeout``."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({
+        **client_config(state),
+        "group.id": group or f"selfheal-check-{uuid.uuid4().hex[:8]}",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+    })
+    consumer.subscribe([topic])
+    values: list[str] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(values) < expected and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=1000, timeout=0.5):
+                if msg.error() is None:
+                    values.append(msg.value().decode())
+        # a short grace read, so duplicates beyond ``expected`` are seen too
+        grace = time.monotonic() + 2
+        while time.monotonic() < grace:
+            for msg in consumer.consume(num_messages=1000, timeout=0.3):
+                if msg.error() is None:
+                    values.append(msg.value().decode())
+    finally:
+        consumer.close()
+    return values
+
+
+def partitions(state: SandboxState, topic: str) -> list[dict[str, Any]]:
+    """Metadata per partition: leader_id, replica_nodes, isr_nodes, offline_replicas."""
+    with kafka_admin(state) as admin:
+        return sorted(admin.describe_topics([topic])[0]["partitions"],
+                      key=lambda p: p["partition_index"])
+
+
+def leader_of(state: SandboxState, topic: str, partition: int) -> int:
+    return next(p["leader_id"] for p in partitions(state, topic)
+                if p["partition_index"] == partition)
+
+
+def log_dir_of(state: SandboxState, topic: str, partition: int, broker_id: int) -> str:
+    """The log dir that holds ``broker_id``'s replica of the partition (DescribeLogDirs)."""
+    with kafka_admin(state) as admin:
+        reply = admin.describe_log_dirs(topic_partitions={topic: [partition]},
+                                        brokers=[broker_id])[0]
+    for d in reply["log_dirs"]:
+        for t in d["topics"]:
+            if t["name"] == topic and any(
+                p["partition_index"] == partition and not p["is_future_key"]
+                for p in t["partitions"]
+            ):
+                return str(d["log_dir"])
+    raise SandboxError(f"broker {broker_id} holds no replica of {topic}-{partition}")
+
+
+def wait_leader_moves(state: SandboxState, topic: str, partition: int, away_from: int,
+                      timeout: float = 60.0) -> int:
+    """Wait until the partition is led by a broker other than ``away_from``; return it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            leader = leader_of(state, topic, partition)
+        except Exception:
+            leader = -1
+        if leader not in (-1, away_from):
+            return leader
+        time.sleep(0.3)
+    raise SandboxError(f"{topic}-{partition} still led by {away_from} after {timeout:.0f} s")
