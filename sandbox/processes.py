@@ -58,7 +58,9 @@ def is_running(pid: int | None, marker: str) -> bool:
     if state == "Z":
         _reap(pid)
         return False
-    return marker in cmdline
+    # The kernel shows an empty command line while a process is between fork and exec
+    # (and the java launcher may exec itself again): alive, not yet identifiable.
+    return not cmdline.strip() or marker in cmdline
 
 
 def _reap(pid: int) -> None:

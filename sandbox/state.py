@@ -100,6 +100,13 @@ class SandboxState:
         tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
         tmp.replace(path)
 
+    def reload(self) -> SandboxState:
+        """Re-read the state file in place (another command may have changed PIDs)."""
+        fresh = load(Path(self.work_dir))
+        self.brokers, self.zookeeper, self.controller = (
+            fresh.brokers, fresh.zookeeper, fresh.controller)
+        return self
+
     @classmethod
     def from_dict(cls, data: dict) -> SandboxState:
         def server(d: dict | None) -> ServerState | None:

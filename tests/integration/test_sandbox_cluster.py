@@ -1,0 +1,116 @@
+"""The sandbox is a real Kafka cluster: traffic, status, skew, broker restarts, bad input."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import pytest
+
+from sandbox import cluster, processes, traffic
+from sandbox.status import kafka_admin
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.integration
+
+
+def test_ten_thousand_messages_round_trip_on_six_partitions_rf3(sandbox):
+    traffic.create_topic(sandbox, "roundtrip", partitions=6, replication_factor=3)
+    acked = traffic.produce(sandbox, "roundtrip", 10_000)
+    consumed = traffic.consume_all(sandbox, "roundtrip", expected=10_000, timeout=120)
+    assert len(acked) == 10_000
+    assert sorted(consumed) == sorted(acked)
+    parts = traffic.partitions(sandbox, "roundtrip")
+    assert len(parts) == 6
+    assert all(len(p["replica_nodes"]) == 3 for p in parts)
+
+
+def test_replicas_of_a_partition_span_three_racks(sandbox):
+    traffic.create_topic(sandbox, "racked", partitions=6, replication_factor=3)
+    rack = {b.node_id: b.rack for b in sandbox.brokers}
+    for p in traffic.partitions(sandbox, "racked"):
+        assert len({rack[r] for r in p["replica_nodes"]}) == 3
+
+
+def test_status_json_names_bootstrap_exporters_dirs_and_controller(sandbox):
+    result = run_cli(["sandbox", "status", "--json"], sandbox)
+    assert result.returncode == 0, result.stderr
+    info = json.loads(result.stdout)
+    assert info["bootstrap_servers"] == sandbox.bootstrap_servers
+    assert info["controller"] in {b.node_id for b in sandbox.brokers}
+    assert len(info["exporter_urls"]) == 3
+    for url in info["exporter_urls"]:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            body = resp.read().decode()
+        assert "kafka_log_offline_log_directory_count" in body
+        assert "kafka_server_offline_replica_count" in body
+    racks = sorted(b["rack"] for b in info["brokers"])
+    assert racks == ["rack1", "rack2", "rack3"]
+    for b in info["brokers"]:
+        assert b["running"] and len(b["log_dirs"]) == 2
+        assert all(d["online"] is True for d in b["log_dirs"])
+
+
+def test_fill_disk_writes_the_bytes_onto_the_chosen_dir_only(sandbox):
+    target = sandbox.broker(1).log_dirs[1]
+    other = sandbox.broker(1).log_dirs[0]
+    result = run_cli(["sandbox", "fill-disk", "--broker", "1", "--dir", "1",
+                      "--bytes", "8M"], sandbox)
+    assert result.returncode == 0, result.stderr
+    topic = result.stdout.strip()
+    with kafka_admin(sandbox) as admin:
+        reply = admin.describe_log_dirs(topic_partitions=[topic], brokers=[1])[0]
+    sizes = {
+        d["log_dir"]: sum(p["partition_size"] for t in d["topics"] if t["name"] == topic
+                          for p in t["partitions"])
+        for d in reply["log_dirs"]
+    }
+    assert sizes[target] >= 8 * 2**20
+    assert sizes.get(other, 0) == 0
+
+
+def test_fail_disk_on_unknown_broker_names_the_brokers_that_exist(sandbox):
+    result = run_cli(["sandbox", "fail-disk", "--broker", "9", "--dir", "0"], sandbox)
+    assert result.returncode != 0
+    assert "no broker 9" in result.stderr and "0, 1, 2" in result.stderr
+
+
+def test_fail_disk_on_unknown_dir_names_the_dirs_that_exist(sandbox):
+    result = run_cli(["sandbox", "fail-disk", "--broker", "0", "--dir", "7"], sandbox)
+    assert result.returncode != 0
+    assert "no log dir 7" in result.stderr
+    for path in sandbox.broker(0).log_dirs:
+        assert path in result.stderr
+    result = run_cli(["sandbox", "fail-disk", "--broker", "0", "--dir", "/nope"], sandbox)
+    assert result.returncode != 0 and "no log dir /nope" in result.stderr
+
+
+def test_commands_without_a_sandbox_say_how_to_start_one(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, SELFHEAL_SANDBOX_DIR=str(tmp_path / "none"))
+    result = subprocess.run([sys.executable, "-m", "remediation.cli", "sandbox", "status"],
+                            capture_output=True, text=True, env=env)
+    assert result.returncode == 1
+    assert "selfheal sandbox up" in result.stderr
+
+
+def test_killed_broker_leaves_the_metadata_and_comes_back_on_start(sandbox):
+    victim = sandbox.broker(2)
+    old_pid = victim.pid
+    result = run_cli(["sandbox", "kill-broker", "2"], sandbox)
+    assert result.returncode == 0, result.stderr
+    assert not processes.is_running(old_pid, victim.marker)
+    deadline = time.monotonic() + 60
+    while 2 in cluster.live_broker_ids(sandbox) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert 2 not in cluster.live_broker_ids(sandbox)
+    result = run_cli(["sandbox", "start-broker", "2"], sandbox)
+    assert result.returncode == 0, result.stderr
+    sandbox.reload()
+    assert 2 in cluster.live_broker_ids(sandbox)
+    assert sandbox.broker(2).pid != old_pid
+    assert processes.is_running(sandbox.broker(2).pid, victim.marker)
