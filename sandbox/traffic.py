@@ -175,3 +175,46 @@ def wait_leader_moves(state: SandboxState, topic: str, partition: int, away_from
             return leader
         time.sleep(0.3)
     raise SandboxError(f"{topic}-{partition} still led by {away_from} after {timeout:.0f} s")
+
+
+class BackgroundConsumer(threading.Thread):
+    """Reads every partition of a topic from the start, with no group and no commits.
+
+    Partitions are assigned, not subscribed: a group coordinator that moves with a failed
+    disk cannot make it rebalance and re-read, so a duplicate here is a duplicate in the log.
+    """
+
+    def __init__(self, state: SandboxState, topic: str) -> None:
+        super().__init__(daemon=True, name=f"consumer-{topic}")
+        self.state, self.topic = state, topic
+        self.values: list[str] = []
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        consumer = Consumer({**client_config(self.state), "group.id": "unused",
+                             "enable.auto.commit": False})
+        count = len(consumer.list_topics(self.topic, timeout=10).topics[self.topic].partitions)
+        consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(count)])
+        try:
+            while not self._stop_event.is_set():
+                for msg in consumer.consume(num_messages=500, timeout=0.2):
+                    if msg.error() is None:
+                        self.values.append(msg.value().decode())
+        finally:
+            consumer.close()
+
+    def wait_for(self, values: list[str], timeout: float = 60.0) -> bool:
+        """Wait until every value in ``values`` has been read."""
+        wanted = set(values)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if wanted.issubset(self.values):
+                return True
+            time.sleep(0.2)
+        return False
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=30)
