@@ -11,7 +11,9 @@ import re
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-_VERSION_SUFFIX = re.compile(r"-\d[\w.\-]*\.jar$")
+# The version starts at the first "-<digit>" after which no "_" follows: a Scala suffix
+# such as "_2.13" belongs to the artifact ("spark-sql-kafka-0-10_2.13-4.2.0.jar").
+_VERSION_SUFFIX = re.compile(r"-\d[^_/]*\.jar$")
 
 
 class JarsMissing(RuntimeError):

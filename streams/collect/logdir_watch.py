@@ -56,8 +56,10 @@ def parse_notification_data(raw: bytes | None) -> int | None:
 class LogDirNotificationWatcher:
     """Calls ``on_notification`` once per notification, from kazoo's callback thread."""
 
-    def __init__(self, zk: Any, on_notification: Callable[[LogDirNotification], None]) -> None:
+    def __init__(self, zk: Any, on_notification: Callable[[LogDirNotification], None],
+                 path: str = NOTIFICATION_PATH) -> None:
         self._zk = zk
+        self._path = path
         self._emit = on_notification
         self._lock = threading.Lock()
         self._known: set[str] = set()
@@ -66,7 +68,7 @@ class LogDirNotificationWatcher:
 
     def start(self) -> None:
         """Take the current children as already handled, then watch for new ones."""
-        self._zk.ensure_path(NOTIFICATION_PATH)
+        self._zk.ensure_path(self._path)
         self._relist(initial=True)
 
     def stop(self) -> None:
@@ -74,6 +76,7 @@ class LogDirNotificationWatcher:
 
     def resync(self) -> None:
         """Re-read after a reconnect: whatever changed while we were away is reported."""
+        self._stopped = False
         self._relist(initial=False)
 
     def _on_watch(self, _event: Any) -> None:
@@ -82,7 +85,7 @@ class LogDirNotificationWatcher:
 
     def _relist(self, initial: bool) -> None:
         children, stat = self._zk.get_children(
-            NOTIFICATION_PATH, watch=self._on_watch, include_data=True
+            self._path, watch=self._on_watch, include_data=True
         )
         with self._lock:
             current = set(children)
@@ -94,7 +97,7 @@ class LogDirNotificationWatcher:
             found = []
             for name in new:
                 try:
-                    raw, _ = self._zk.get(f"{NOTIFICATION_PATH}/{name}")
+                    raw, _ = self._zk.get(f"{self._path}/{name}")
                 except Exception:  # deleted between list and read: the name still counts
                     raw = None
                 found.append(LogDirNotification(
