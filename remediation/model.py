@@ -1,0 +1,117 @@
+"""The cluster model: one snapshot plus the indexes every planner asks for.
+
+Indexes that only some planners need are computed on first use, so `plan disks` does
+not pay for the ISR and leader maps, and `plan leaders` not for dir usage.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import IO
+
+from schemas.snapshot import Broker, LogDir, Partition, Replica, Snapshot, load_snapshot
+
+DirKey = tuple[int, str]  # (broker id, log dir path)
+
+
+class ClusterModel:
+    """Read-only indexes over a snapshot. Planners never mutate it."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.partitions: tuple[Partition, ...] = snapshot.partitions
+        self.brokers: dict[int, Broker] = {b.id: b for b in snapshot.brokers}
+        self.rack_of: dict[int, str | None] = {b.id: b.rack for b in snapshot.brokers}
+        self.alive: frozenset[int] = frozenset(b.id for b in snapshot.brokers if b.alive)
+        self.dirs: dict[int, dict[str, LogDir]] = {
+            b.id: {d.path: d for d in b.log_dirs} for b in snapshot.brokers
+        }
+        self.offline_dirs: frozenset[DirKey] = frozenset(
+            (b.id, d.path) for b in snapshot.brokers for d in b.log_dirs if not d.online
+        )
+        self.brokers_with_offline_dir: frozenset[int] = frozenset(b for b, _ in self.offline_dirs)
+
+    @classmethod
+    def load(cls, source: str | Path | IO[str] | IO[bytes]) -> ClusterModel:
+        """Read, validate and index a snapshot file."""
+        return cls(load_snapshot(source))
+
+    # --- replica state ---------------------------------------------------------------
+
+    def is_offline(self, replica: Replica) -> bool:
+        """Offline: its broker is down, its dir is offline, or its dir is unknown on a
+        broker that has an offline dir (DescribeLogDirs cannot list a failed dir)."""
+        broker = replica.broker
+        if broker not in self.alive:
+            return True
+        if replica.log_dir is None:
+            return broker in self.brokers_with_offline_dir
+        return (broker, replica.log_dir) in self.offline_dirs
+
+    @cached_property
+    def partitions_with_offline_replicas(self) -> tuple[int, ...]:
+        """Indexes into `partitions` of every partition with an offline replica."""
+        dead = {b for b in self.brokers if b not in self.alive}
+        suspect = dead | self.brokers_with_offline_dir
+        if not suspect:
+            return ()
+        is_offline = self.is_offline
+        found: list[int] = []
+        for i, p in enumerate(self.partitions):
+            for r in p.replicas:
+                if r.broker in suspect and is_offline(r):
+                    found.append(i)
+                    break
+        return tuple(found)
+
+    def can_host(self, broker: int) -> bool:
+        """Alive with at least one online log dir."""
+        return broker in self.alive and any(d.online for d in self.dirs[broker].values())
+
+    # --- load ------------------------------------------------------------------------
+
+    @cached_property
+    def dir_bytes(self) -> dict[DirKey, int]:
+        """Bytes of known replicas on each log dir (every dir present, empty ones at 0)."""
+        used: dict[DirKey, int] = {(b, path): 0 for b, dirs in self.dirs.items() for path in dirs}
+        for p in self.partitions:
+            for r in p.replicas:
+                if r.log_dir is not None:
+                    used[(r.broker, r.log_dir)] += r.size_bytes
+        return used
+
+    @cached_property
+    def replica_counts(self) -> dict[int, int]:
+        counts = dict.fromkeys(self.brokers, 0)
+        for p in self.partitions:
+            for r in p.replicas:
+                counts[r.broker] += 1
+        return counts
+
+    @cached_property
+    def broker_bytes(self) -> dict[int, int]:
+        total = dict.fromkeys(self.brokers, 0)
+        for p in self.partitions:
+            for r in p.replicas:
+                total[r.broker] += r.size_bytes
+        return total
+
+    def free_bytes(self, broker: int, path: str) -> int | None:
+        """Free space on a dir: `usable_bytes`, else capacity minus known replicas."""
+        d = self.dirs[broker][path]
+        if d.usable_bytes is not None:
+            return d.usable_bytes
+        if d.total_bytes is not None:
+            return max(0, d.total_bytes - self.dir_bytes[(broker, path)])
+        return None
+
+    # --- racks -----------------------------------------------------------------------
+
+    @cached_property
+    def live_racks(self) -> frozenset[str]:
+        """Racks with at least one alive broker."""
+        return frozenset(r for b, r in self.rack_of.items() if r is not None and b in self.alive)
+
+    def partition_index(self) -> dict[tuple[str, int], int]:
+        return {(p.topic, p.partition): i for i, p in enumerate(self.partitions)}

@@ -1,0 +1,203 @@
+"""`selfheal plan ...`: a snapshot (or a broker list) in, a plan as JSON on stdout.
+
+A thin shell over the planners: parse arguments, read the snapshot, call one planner,
+print. `--explain` adds a human summary on stderr. Bad input exits 2 naming the field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from remediation.cli import CliError
+from remediation.model import ClusterModel
+from remediation.plan import consumers, disks, leaders, offline, replicas
+from remediation.plan.errors import PlanError
+from schemas.snapshot import SnapshotError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def register(subparsers: Any) -> None:
+    """Add `plan` and its five sub-commands to the `selfheal` parser."""
+    plan = subparsers.add_parser(
+        "plan",
+        help="compute a remediation plan (pure: reads a snapshot, touches no cluster)",
+        description="Compute a plan in the formats Kafka's own tools read. The plan is "
+        "JSON on stdout; --explain adds a summary on stderr.",
+    )
+    sub = plan.add_subparsers(dest="plan_command", metavar="PLAN", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--explain", action="store_true", help="print a human summary of the plan on stderr"
+    )
+    with_snapshot = argparse.ArgumentParser(add_help=False, parents=[common])
+    with_snapshot.add_argument(
+        "--snapshot", required=True, metavar="FILE", help="cluster snapshot JSON ('-': stdin)"
+    )
+
+    p = sub.add_parser(
+        "replicas",
+        parents=[common],
+        help="KIP-36 rack-aware replica assignment for a new topic",
+        description="Replica lists as Kafka's AdminUtils.assignReplicasToBrokers makes them.",
+    )
+    p.add_argument(
+        "--brokers",
+        required=True,
+        metavar="ID[:RACK],...",
+        help="brokers and their racks, e.g. 0:rack1,1:rack3,2:rack3",
+    )
+    p.add_argument("--partitions", required=True, type=int, metavar="N")
+    p.add_argument("--replication-factor", required=True, type=int, metavar="R")
+    p.add_argument(
+        "--start-index",
+        type=int,
+        metavar="I",
+        help="fixed start index (first leader position and initial follower shift); "
+        "random when absent, as in Kafka",
+    )
+    p.add_argument("--topic", default="topic", metavar="T")
+    p.add_argument(
+        "--ignore-racks", action="store_true", help="assign without racks (needed when mixed)"
+    )
+    p.set_defaults(func=_replicas)
+
+    p = sub.add_parser(
+        "offline",
+        parents=[with_snapshot],
+        help="reassign replicas on dead brokers and failed log dirs",
+    )
+    p.set_defaults(func=_offline)
+
+    p = sub.add_parser(
+        "disks", parents=[with_snapshot], help="intra-broker moves that even out log dirs"
+    )
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=disks.DEFAULT_THRESHOLD,
+        help="max fullest-dir ratio over the broker mean (default %(default)s)",
+    )
+    p.set_defaults(func=_disks)
+
+    p = sub.add_parser(
+        "leaders",
+        parents=[with_snapshot],
+        help="replica reorders and a preferred election that balance leaders",
+    )
+    p.set_defaults(func=_leaders)
+
+    p = sub.add_parser(
+        "consumers", parents=[with_snapshot], help="KIP-881 rack-aware consumer assignment"
+    )
+    p.add_argument("--group", required=True, metavar="G")
+    p.add_argument("--strategy", choices=consumers.STRATEGIES, default="range")
+    p.set_defaults(func=_consumers)
+
+
+@contextmanager
+def _bad_input_exits_2() -> Iterator[None]:
+    try:
+        yield
+    except (SnapshotError, PlanError) as exc:
+        raise CliError(str(exc), code=2) from exc
+
+
+@contextmanager
+def _snapshot(args: argparse.Namespace) -> Iterator[ClusterModel]:
+    source = args.snapshot
+    with _bad_input_exits_2():
+        try:
+            model = ClusterModel.load(sys.stdin.buffer if source == "-" else source)
+        except SnapshotError as exc:
+            raise SnapshotError(f"{source}: {exc.path}", exc.problem) from exc
+    # The snapshot lives until exit and holds no cycles: keep the collector off it.
+    gc.freeze()
+    try:
+        with _bad_input_exits_2():
+            yield model
+    finally:
+        gc.unfreeze()
+
+
+def _emit(plan_json: dict[str, Any], explanation: str | None) -> int:
+    json.dump(plan_json, sys.stdout)
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+    if explanation is not None:
+        print(explanation, file=sys.stderr)
+    return 0
+
+
+def parse_brokers(spec: str) -> dict[int, str | None]:
+    """'0:rack1,1:rack3,2' -> {0: 'rack1', 1: 'rack3', 2: None}."""
+    out: dict[int, str | None] = {}
+    for item in spec.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        raw_id, sep, rack = item.partition(":")
+        try:
+            broker = int(raw_id)
+        except ValueError:
+            raise PlanError(
+                f"--brokers: {raw_id!r} is not a broker id (want ID[:RACK],...)"
+            ) from None
+        if broker < 0:
+            raise PlanError(f"--brokers: broker id {broker} is negative")
+        if sep and not rack.strip():
+            raise PlanError(f"--brokers: broker {broker} has ':' but no rack after it")
+        if broker in out:
+            raise PlanError(f"--brokers: broker {broker} is listed twice")
+        out[broker] = rack.strip() if sep else None
+    if not out:
+        raise PlanError("--brokers: no brokers given")
+    return out
+
+
+def _replicas(args: argparse.Namespace) -> int:
+    with _bad_input_exits_2():
+        brokers = parse_brokers(args.brokers)
+        plan = replicas.assign_replicas(
+            brokers,
+            args.partitions,
+            args.replication_factor,
+            start_index=args.start_index,
+            topic=args.topic,
+            ignore_racks=args.ignore_racks,
+        )
+    return _emit(plan.to_json(), replicas.explain(plan, brokers) if args.explain else None)
+
+
+def _offline(args: argparse.Namespace) -> int:
+    with _snapshot(args) as model:
+        plan = offline.plan_offline(model)
+        text = offline.explain(model, plan) if args.explain else None
+        return _emit(plan.to_json(), text)
+
+
+def _disks(args: argparse.Namespace) -> int:
+    with _snapshot(args) as model:
+        plan = disks.plan_disks(model, args.threshold)
+        text = disks.explain(model, plan, args.threshold) if args.explain else None
+        return _emit(plan.to_json(), text)
+
+
+def _leaders(args: argparse.Namespace) -> int:
+    with _snapshot(args) as model:
+        plan = leaders.plan_leaders(model)
+        text = leaders.explain(model, plan) if args.explain else None
+        return _emit(plan.to_json(), text)
+
+
+def _consumers(args: argparse.Namespace) -> int:
+    with _snapshot(args) as model:
+        plan = consumers.plan_consumers(model, args.group, args.strategy)
+        text = consumers.explain(model, plan) if args.explain else None
+        return _emit(plan.to_json(), text)

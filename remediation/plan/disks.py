@@ -1,0 +1,208 @@
+"""Even out the log dirs of each broker with intra-broker moves (KIP-113).
+
+A dir's usage ratio is the bytes of its replicas over its `total_bytes`; on a broker
+where some dir has no `total_bytes`, every dir there counts bytes alone. The target:
+no dir above `threshold` x the broker's mean ratio (total bytes over total capacity, the
+ratio every dir would have if perfectly even). Replicas move out of each dir above its
+limit, into the dir with the most room below its own limit: the smallest replica that
+clears the rest of the excess if one fits, else the largest that fits without
+overshooting, repeated. That is a greedy answer to a subset-sum problem: per source dir
+it moves less than the excess plus one replica.
+
+Brokers with an offline dir are never touched (Kafka refuses AlterReplicaLogDirs there
+until the dir is fixed or removed from log.dirs), nor brokers that are down.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+
+from remediation.model import ClusterModel
+from remediation.plan.errors import PlanError
+from remediation.plan.formats import (
+    ANY_DIR,
+    DirMove,
+    DiskPlan,
+    PartitionAssignment,
+    Reassignment,
+    SkippedBroker,
+    human_bytes,
+)
+
+DEFAULT_THRESHOLD = 1.10
+
+
+@dataclass(slots=True)
+class DirUsage:
+    """One online dir of one broker as the planner sees it."""
+
+    path: str
+    capacity: float  # total_bytes, or 1 when the broker's dirs are compared by bytes alone
+    used: int
+
+    @property
+    def ratio(self) -> float:
+        return self.used / self.capacity
+
+
+def broker_usage(model: ClusterModel, broker: int) -> list[DirUsage]:
+    """Usage of a broker's online dirs, in the units the threshold applies to."""
+    dirs = [d for d in model.dirs[broker].values() if d.online]
+    by_bytes = any(not d.total_bytes for d in dirs)  # null (or 0) capacity: compare bytes
+    used = model.dir_bytes
+    return [
+        DirUsage(d.path, 1.0 if by_bytes else float(d.total_bytes or 1), used[(broker, d.path)])
+        for d in dirs
+    ]
+
+
+def mean_ratio(dirs: list[DirUsage]) -> float:
+    return sum(d.used for d in dirs) / sum(d.capacity for d in dirs)
+
+
+def plan_disks(model: ClusterModel, threshold: float = DEFAULT_THRESHOLD) -> DiskPlan:
+    """Intra-broker moves so that no dir is above `threshold` x its broker's mean ratio."""
+    if not threshold >= 1.0:
+        raise PlanError(f"--threshold must be 1.0 or more (got {threshold})")
+    skipped: list[SkippedBroker] = []
+    todo: dict[int, list[DirUsage]] = {}
+    for broker in sorted(model.brokers):
+        if broker not in model.alive:
+            skipped.append(SkippedBroker(broker, "broker is down; nothing can move on it"))
+            continue
+        if broker in model.brokers_with_offline_dir:
+            bad = sorted(p for b, p in model.offline_dirs if b == broker)
+            skipped.append(
+                SkippedBroker(
+                    broker,
+                    f"log dir {', '.join(bad)} on broker {broker} is offline; intra-broker "
+                    "moves are refused until it is fixed or removed from log.dirs",
+                )
+            )
+            continue
+        dirs = broker_usage(model, broker)
+        if len(dirs) > 1 and _over(dirs, threshold):
+            todo[broker] = dirs
+
+    replicas = _replicas_on(model, todo)
+    moves: list[DirMove] = []
+    for broker, dirs in todo.items():
+        moved = _balance(broker, dirs, threshold, replicas)
+        moves.extend(
+            DirMove(model.partitions[i].topic, model.partitions[i].partition, broker, s, t, n)
+            for i, s, t, n in moved
+        )
+        if _over(dirs, threshold):
+            worst = max(dirs, key=lambda d: d.ratio)
+            skipped.append(
+                SkippedBroker(
+                    broker,
+                    f"threshold not reachable: {worst.path} stays at "
+                    f"{worst.ratio / mean_ratio(dirs):.2f}x the mean; no replica there fits "
+                    "in another dir's room (the moves that help are planned)",
+                )
+            )
+    return DiskPlan(_reassignment(model, moves), tuple(skipped), tuple(moves))
+
+
+def _over(dirs: list[DirUsage], threshold: float) -> bool:
+    mean = mean_ratio(dirs)
+    return any(d.used > threshold * mean * d.capacity for d in dirs)
+
+
+def _replicas_on(
+    model: ClusterModel, todo: dict[int, list[DirUsage]]
+) -> dict[tuple[int, str], list[tuple[int, int]]]:
+    """(size, partition index) of the replicas on each dir of the brokers to balance."""
+    found: dict[tuple[int, str], list[tuple[int, int]]] = {
+        (b, d.path): [] for b, dirs in todo.items() for d in dirs
+    }
+    if not found:
+        return found
+    for i, p in enumerate(model.partitions):
+        for r in p.replicas:
+            if r.broker in todo and r.log_dir is not None:
+                found[(r.broker, r.log_dir)].append((r.size_bytes, i))
+    for items in found.values():
+        items.sort()
+    return found
+
+
+def _balance(
+    broker: int,
+    dirs: list[DirUsage],
+    threshold: float,
+    replicas: dict[tuple[int, str], list[tuple[int, int]]],
+) -> list[tuple[int, str, str, int]]:
+    """Move replicas between the dirs of one broker; returns (partition, from, to, bytes)."""
+    mean = mean_ratio(dirs)
+    limit = {d.path: threshold * mean * d.capacity for d in dirs}
+    moved: list[tuple[int, str, str, int]] = []
+    for source in sorted(dirs, key=lambda d: limit[d.path] - d.used):
+        items = replicas[(broker, source.path)]
+        sizes = [size for size, _ in items]
+        while source.used > limit[source.path]:
+            excess = source.used - limit[source.path]
+            target = max((d for d in dirs if d is not source), key=lambda d: limit[d.path] - d.used)
+            room = limit[target.path] - target.used
+            j = bisect_left(sizes, excess)
+            if j == len(sizes) or sizes[j] > room:
+                # No single replica clears the excess and fits: move the largest that fits
+                # without overshooting, and look again.
+                j = bisect_right(sizes, min(excess, room)) - 1
+                if j < 0 or sizes[j] == 0:
+                    break
+            size, index = items.pop(j)
+            sizes.pop(j)
+            source.used -= size
+            target.used += size
+            moved.append((index, source.path, target.path, size))
+    return moved
+
+
+def _reassignment(model: ClusterModel, moves: list[DirMove]) -> Reassignment:
+    # One entry per partition: its replica list unchanged, the moved replicas' new dirs.
+    index = model.partition_index()
+    targets: dict[int, dict[int, str]] = {}
+    for m in moves:
+        targets.setdefault(index[(m.topic, m.partition)], {})[m.broker] = m.target
+    out: list[PartitionAssignment] = []
+    for i in sorted(targets):
+        p = model.partitions[i]
+        brokers = tuple(r.broker for r in p.replicas)
+        dirs = tuple(targets[i].get(b, ANY_DIR) for b in brokers)
+        out.append(PartitionAssignment(p.topic, p.partition, brokers, dirs))
+    return Reassignment(tuple(out))
+
+
+def explain(model: ClusterModel, plan: DiskPlan, threshold: float = DEFAULT_THRESHOLD) -> str:
+    """Per broker: fullest dir against the mean before and after, and each move."""
+    by_broker: dict[int, list[DirMove]] = {}
+    for m in plan.moves:
+        by_broker.setdefault(m.broker, []).append(m)
+    total = sum(m.size_bytes for m in plan.moves)
+    lines = [
+        (
+            f"{len(plan.moves)} replicas move between dirs on {len(by_broker)} brokers, "
+            f"{human_bytes(total)} in all; target: fullest dir <= {threshold:.2f}x the broker mean"
+        )
+    ]
+    for broker in sorted(by_broker):
+        before = broker_usage(model, broker)
+        after = {d.path: d for d in broker_usage(model, broker)}
+        for m in by_broker[broker]:
+            after[m.source].used -= m.size_bytes
+            after[m.target].used += m.size_bytes
+        mean = mean_ratio(before)
+        peak_before = max(d.ratio for d in before) / mean
+        peak_after = max(d.ratio for d in after.values()) / mean
+        lines.append(
+            f"  broker {broker}: fullest dir {peak_before:.2f}x -> {peak_after:.2f}x the mean"
+        )
+        for m in by_broker[broker]:
+            lines.append(
+                f"    {m.topic}-{m.partition}: {m.source} -> {m.target} ({human_bytes(m.size_bytes)})"
+            )
+    lines += [f"  skipped broker {s.broker}: {s.reason}" for s in plan.skipped]
+    return "\n".join(lines)

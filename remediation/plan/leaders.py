@@ -1,0 +1,300 @@
+"""Balance partition leadership over alive brokers and racks, changing few leaders.
+
+A partition can be led by a replica on an alive broker, on an online dir, in the ISR
+(its candidates). Current leaders that are candidates stay; partitions without a usable
+leader get their least loaded candidate. Then leadership moves from loaded to light
+brokers, first directly (one partition changes leader per unit moved), then along
+shortest chains (a -> x -> b: x takes one of a's partitions and hands one of its own to
+b), until no broker can pass a partition to one with two fewer. That state has the
+smallest sum of squared counts, so max - min <= 1 wherever the candidate sets allow it.
+Last, chains between brokers whose counts differ by one even out the racks (per
+broker of the rack) without unbalancing brokers.
+
+The plan reorders replica lists so each target leader is first (the preferred leader,
+so Kafka's auto leader rebalance keeps it) and lists for a preferred election the
+partitions whose leader changes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from remediation.model import ClusterModel
+from remediation.plan.formats import (
+    ANY_DIR,
+    LeaderPlan,
+    PartitionAssignment,
+    Reassignment,
+    TopicPartition,
+)
+
+
+class _Leadership:
+    """Who leads what while the plan is made; every change after the start goes
+    through `move`. Starts from the current leaders that are still candidates."""
+
+    def __init__(self, model: ClusterModel) -> None:
+        self.candidates = _candidates(model)
+        self.count: dict[int, int] = {}
+        self.led: dict[int, set[int]] = {}
+        for b in sorted({b for cands in self.candidates for b in cands}):
+            self.count[b] = 0
+            self.led[b] = set()
+        self.leader = [-1] * len(self.candidates)
+        self.orphans: list[int] = []  # can be led, but not by their current leader
+        for i, (p, cands) in enumerate(zip(model.partitions, self.candidates, strict=True)):
+            if p.leader in cands:
+                self.leader[i] = p.leader
+                self.led[p.leader].add(i)
+            elif cands:
+                self.orphans.append(i)
+        for b, led in self.led.items():
+            self.count[b] = len(led)
+        self.rack = {b: model.rack_of[b] for b in self.count}
+        self.rack_size = Counter(r for r in self.rack.values() if r is not None)
+        self.rack_total: Counter[str] = Counter()
+        for b, n in self.count.items():
+            if (r := self.rack[b]) is not None:
+                self.rack_total[r] += n
+
+    def move(self, i: int, to: int) -> None:
+        old = self.leader[i]
+        if old >= 0:
+            self.count[old] -= 1
+            self.led[old].discard(i)
+            if (r := self.rack[old]) is not None:
+                self.rack_total[r] -= 1
+        self.leader[i] = to
+        self.count[to] += 1
+        self.led[to].add(i)
+        if (r := self.rack[to]) is not None:
+            self.rack_total[r] += 1
+
+    def evens_racks(self, heavy: str, broker: int) -> bool:
+        """Would one leader moving from rack `heavy` to `broker`'s rack lower the sum of
+        total^2 / size over racks (racks weighed by their broker count)?"""
+        r = self.rack[broker]
+        if r is None or r == heavy:
+            return False
+        total, size = self.rack_total, self.rack_size
+        return (2 * total[r] + 1) * size[heavy] < (2 * total[heavy] - 1) * size[r]
+
+    def density(self, broker: int) -> float:
+        r = self.rack[broker]
+        return self.rack_total[r] / self.rack_size[r] if r is not None else 0.0
+
+
+def _candidates(model: ClusterModel) -> list[tuple[int, ...]]:
+    """Per partition, the replicas that could lead now: alive, online, in the ISR."""
+    alive = model.alive
+    suspect = model.brokers_with_offline_dir
+    unsure = suspect | (set(model.brokers) - alive)
+    is_offline = model.is_offline
+    out: list[tuple[int, ...]] = []
+    for p in model.partitions:
+        isr = p.isr
+        if len(isr) == len(p.replicas) and unsure.isdisjoint(isr):
+            out.append(isr)  # the common case: every replica is in sync on a healthy broker
+            continue
+        out.append(
+            tuple(
+                r.broker
+                for r in p.replicas
+                if r.broker in alive
+                and r.broker in isr
+                and (r.broker not in suspect or not is_offline(r))
+            )
+        )
+    return out
+
+
+def plan_leaders(model: ClusterModel) -> LeaderPlan:
+    """Replica-list reorders and the preferred-election list that balance leadership."""
+    state = _Leadership(model)
+    for i in state.orphans:
+        cands = state.candidates[i]
+        state.move(i, min(cands, key=lambda b: (state.count[b], state.density(b))))
+    if state.count:
+        _direct_moves(state)
+        _chain_moves(state)
+        _rack_moves(state)
+
+    parts = model.partitions
+    reorders: list[PartitionAssignment] = []
+    election: list[TopicPartition] = []
+    for i, target in enumerate(state.leader):
+        if target < 0:
+            continue
+        p = parts[i]
+        if p.replicas[0].broker != target:
+            order = (target, *(r.broker for r in p.replicas if r.broker != target))
+            reorders.append(
+                PartitionAssignment(p.topic, p.partition, order, (ANY_DIR,) * len(order))
+            )
+        if p.leader != target:
+            election.append(TopicPartition(p.topic, p.partition))
+    return LeaderPlan(Reassignment(tuple(reorders)), tuple(election))
+
+
+def _direct_moves(state: _Leadership) -> None:
+    """One partition at a time from a broker over the ceiling to a lighter candidate, or
+    to a broker under the floor from a heavier one."""
+    count = state.count
+    floor, extra = divmod(sum(count.values()), len(count))
+    ceiling = floor + (1 if extra else 0)
+    moved = True
+    while moved:
+        moved = False
+        # `low` only goes stale downwards (a source never drops below a target), so it
+        # stays a safe bound for skipping brokers that cannot give.
+        low = min(count.values())
+        for a in sorted(count, key=lambda b: -count[b]):
+            if count[a] < low + 2 or (count[a] <= ceiling and low >= floor):
+                continue
+            for i in list(state.led[a]):
+                ca = count[a]
+                if ca < low + 2 or (ca <= ceiling and low >= floor):
+                    break
+                best = -1
+                for b in state.candidates[i]:
+                    cb = count[b]
+                    if (
+                        b != a
+                        and cb <= ca - 2
+                        and (ca > ceiling or cb < floor)
+                        and (
+                            best < 0 or (cb, state.density(b)) < (count[best], state.density(best))
+                        )
+                    ):
+                        best = b
+                if best >= 0:
+                    state.move(i, best)
+                    moved = True
+
+
+def _chain_moves(state: _Leadership) -> None:
+    """Shortest chains from a broker to one with at least two fewer leaders."""
+    count = state.count
+    progress = True
+    while progress:
+        progress = False
+        stuck: set[int] = set()
+        for a in sorted(count, key=lambda b: -count[b]):
+            while a not in stuck and count[a] >= min(count.values()) + 2:
+                path, seen = _shortest_chain(state, [a], below=count[a] - 1)
+                if path:
+                    _apply(state, path)
+                    progress = True
+                else:
+                    # Nothing a reaches has two fewer, so nothing reachable from a broker
+                    # it reaches with at most a's count has either.
+                    stuck.update(b for b in seen if count[b] <= count[a])
+
+
+def _rack_moves(state: _Leadership) -> None:
+    """Even out leaders per broker across racks with chains between brokers whose counts
+    differ by one, so the broker spread stays as it is. Each move lowers the sum over
+    racks of total^2 / brokers, so this ends."""
+    if len(state.rack_size) < 2:
+        return
+    count = state.count
+    total = state.rack_total
+    size = state.rack_size
+    while _one_rack_move(state, count, total, size):
+        pass
+
+
+def _one_rack_move(
+    state: _Leadership, count: dict[int, int], total: Counter[str], size: Counter[str]
+) -> bool:
+    for heavy in sorted(size, key=lambda r: -total[r] / size[r]):
+        members = [b for b in count if state.rack[b] == heavy]
+        for level in sorted({count[b] for b in members}, reverse=True):
+            sources = [b for b in members if count[b] == level]
+            path, _ = _shortest_chain(state, sources, below=level, lighter_than=heavy)
+            if path:
+                _apply(state, path)
+                return True
+    return False
+
+
+def _shortest_chain(
+    state: _Leadership, sources: Iterable[int], below: int, lighter_than: str | None = None
+) -> tuple[list[tuple[int, int]], set[int]]:
+    """BFS over 'x leads a partition b could lead' from the sources to the nearest broker
+    with fewer than `below` leaders (and, with `lighter_than`, on a rack that taking one
+    leader from that rack evens out); returns the hand-offs [(partition, new leader)]
+    and the brokers seen."""
+    count = state.count
+    parent: dict[int, tuple[int, int] | None] = {s: None for s in sources}
+    if not any(
+        count[b] < below and (lighter_than is None or state.evens_racks(lighter_than, b))
+        for b in count
+    ):
+        return [], set(parent)  # no target anywhere: spare the full search
+    frontier = list(parent)
+    while frontier:
+        nxt: list[int] = []
+        for x in frontier:
+            for i in state.led[x]:
+                for b in state.candidates[i]:
+                    if b in parent:
+                        continue
+                    parent[b] = (x, i)
+                    if count[b] < below and (
+                        lighter_than is None or state.evens_racks(lighter_than, b)
+                    ):
+                        path: list[tuple[int, int]] = []
+                        node = b
+                        while (step := parent[node]) is not None:
+                            path.append((step[1], node))
+                            node = step[0]
+                        return path[::-1], set(parent)
+                    nxt.append(b)
+        frontier = nxt
+    return [], set(parent)
+
+
+def _apply(state: _Leadership, path: list[tuple[int, int]]) -> None:
+    # Hand-offs run from the far end back, so no broker ever dips below its count.
+    for i, to in reversed(path):
+        state.move(i, to)
+
+
+def explain(model: ClusterModel, plan: LeaderPlan) -> str:
+    """Leaders per broker and per rack, before and after; how many leaders change."""
+    before = Counter(p.leader for p in model.partitions if p.leader >= 0)
+    after = Counter(before)
+    index = model.partition_index()
+    targets = {(a.topic, a.partition): a.replicas[0] for a in plan.reassignment.partitions}
+    for tp in plan.election:
+        p = model.partitions[index[(tp.topic, tp.partition)]]
+        new = targets.get((tp.topic, tp.partition), p.replicas[0].broker)
+        if p.leader >= 0:
+            after[p.leader] -= 1
+        after[new] += 1
+    brokers = sorted(b for b in model.alive)
+
+    def spread(c: Counter[int]) -> str:
+        values = [c[b] for b in brokers] or [0]
+        return f"min {min(values)}, max {max(values)}"
+
+    def racks(c: Counter[int]) -> str:
+        per: Counter[str] = Counter()
+        for b, n in c.items():
+            if (r := model.rack_of.get(b)) is not None:
+                per[r] += n
+        return ", ".join(f"{r}={per[r]}" for r in sorted(per)) or "no racks"
+
+    return "\n".join(
+        [
+            (
+                f"{len(plan.election)} partitions change leader; "
+                f"{len(plan.reassignment.partitions)} replica lists reordered (no data moves)"
+            ),
+            f"leaders per alive broker: {spread(before)} -> {spread(after)}",
+            f"leaders per rack before: {racks(before)}",
+            f"leaders per rack after:  {racks(after)}",
+        ]
+    )

@@ -1,0 +1,219 @@
+"""Replace offline replicas (dead broker, failed dir) by new ones on healthy brokers.
+
+For each partition with an offline replica, its online replicas stay where they are and
+each offline one is replaced by a replica on another alive broker with an online dir:
+first on racks the partition does not span yet, then by least load (replica count,
+then bytes), into that broker's online dir with the most free space. Brokers with an
+offline dir are used only when no healthy broker is left, with log dir "any": Kafka
+refuses to place a replica in a named dir there.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+
+from remediation.model import ClusterModel
+from remediation.plan.formats import (
+    ANY_DIR,
+    OfflinePlan,
+    PartitionAssignment,
+    Reassignment,
+    Unrecoverable,
+    human_bytes,
+)
+from schemas.snapshot import Partition
+
+_Entry = tuple[int, int, int]  # (replica count, bytes, broker)
+
+
+class _Load:
+    """Replica count and bytes per candidate broker, with one lazy heap per rack."""
+
+    def __init__(self, model: ClusterModel, brokers: list[int]) -> None:
+        self.count = {b: model.replica_counts[b] for b in brokers}
+        self.bytes = {b: model.broker_bytes[b] for b in brokers}
+        self.rack = {b: model.rack_of[b] for b in brokers}
+        self.heaps: dict[str | None, list[_Entry]] = {}
+        for b in brokers:
+            self.heaps.setdefault(self.rack[b], []).append((self.count[b], self.bytes[b], b))
+        for heap in self.heaps.values():
+            heapq.heapify(heap)
+
+    def best_in(self, rack: str | None, exclude: set[int]) -> _Entry | None:
+        """The least loaded broker of a rack, not in `exclude`."""
+        heap = self.heaps[rack]
+        held: list[_Entry] = []
+        found: _Entry | None = None
+        while heap:
+            count, size, b = heap[0]
+            if count != self.count[b] or size != self.bytes[b]:
+                heapq.heappop(heap)  # stale: the broker was pushed again with its new load
+            elif b in exclude:
+                held.append(heapq.heappop(heap))
+            else:
+                found = heap[0]
+                break
+        for entry in held:
+            heapq.heappush(heap, entry)
+        return found
+
+    def add(self, broker: int, size: int) -> None:
+        self.count[broker] += 1
+        self.bytes[broker] += size
+        heapq.heappush(
+            self.heaps[self.rack[broker]], (self.count[broker], self.bytes[broker], broker)
+        )
+
+
+class _Dirs:
+    """Free space per online dir of the brokers that get new replicas."""
+
+    def __init__(self, model: ClusterModel) -> None:
+        self.model = model
+        self.free: dict[int, dict[str, int]] = {}
+
+    def take(self, broker: int, size: int) -> str:
+        if broker not in self.free:
+            model = self.model
+            used = model.dir_bytes
+            free: dict[str, int] = {}
+            for path, d in model.dirs[broker].items():
+                if d.online:
+                    known = model.free_bytes(broker, path)
+                    # No sizes at all: the least used dir is the one with most room.
+                    free[path] = known if known is not None else -used[(broker, path)]
+            self.free[broker] = free
+        free = self.free[broker]
+        path = max(sorted(free), key=lambda p: free[p])
+        free[path] -= size
+        return path
+
+
+def plan_offline(model: ClusterModel) -> OfflinePlan:
+    """A reassignment for every partition with an offline replica; RF is kept."""
+    candidates = [b for b in sorted(model.alive) if model.can_host(b)]
+    healthy = [b for b in candidates if b not in model.brokers_with_offline_dir]
+    degraded = [b for b in candidates if b in model.brokers_with_offline_dir]
+    primary, fallback = _Load(model, healthy), _Load(model, degraded)
+    dirs = _Dirs(model)
+
+    planned: list[PartitionAssignment] = []
+    unrecoverable: list[Unrecoverable] = []
+    for index in model.partitions_with_offline_replicas:
+        p = model.partitions[index]
+        kept = [r for r in p.replicas if not model.is_offline(r)]
+        if not kept:
+            unrecoverable.append(_unrecoverable(p, "no online replica: every copy is offline"))
+            continue
+        size = max(r.size_bytes for r in p.replicas)
+        exclude = {r.broker for r in p.replicas}
+        racks = {model.rack_of[r.broker] for r in kept}
+        new: list[tuple[int, str]] = []
+        for _ in range(len(p.replicas) - len(kept)):
+            found = _pick((primary, fallback), racks, exclude)
+            if found is None:
+                break
+            pick, load = found
+            load.add(pick, size)
+            exclude.add(pick)
+            racks.add(model.rack_of[pick])
+            new.append((pick, dirs.take(pick, size) if load is primary else ANY_DIR))
+        if len(kept) + len(new) < len(p.replicas):
+            unrecoverable.append(
+                _unrecoverable(
+                    p,
+                    f"only {len(new)} of the {len(p.replicas) - len(kept)} replacement "
+                    "replicas fit: too few alive brokers with an online dir outside the "
+                    "partition; add brokers or lower the replication factor",
+                )
+            )
+            continue
+        planned.append(_assignment(p, [r.broker for r in kept], new))
+    return OfflinePlan(Reassignment(tuple(planned)), tuple(unrecoverable))
+
+
+def _pick(
+    loads: tuple[_Load, _Load], racks: set[str | None], exclude: set[int]
+) -> tuple[int, _Load] | None:
+    """Least loaded broker: on a rack the partition does not span yet if there is one,
+    healthy before degraded (rack diversity wins over avoiding degraded brokers)."""
+    best: dict[tuple[bool, int], tuple[_Entry, _Load]] = {}
+    for rank, load in enumerate(loads):
+        for rack in load.heaps:
+            entry = load.best_in(rack, exclude)
+            if entry is None:
+                continue
+            key = (rack is None or rack in racks, rank)
+            if key not in best or entry < best[key][0]:
+                best[key] = (entry, load)
+    if not best:
+        return None
+    entry, load = best[min(best)]
+    return entry[2], load
+
+
+def _assignment(p: Partition, kept: list[int], new: list[tuple[int, str]]) -> PartitionAssignment:
+    # The preferred (first) replica must be able to lead now: the current leader if it
+    # survives, else a survivor in the ISR; new replicas join at the end.
+    isr = set(p.isr)
+    order = sorted(kept, key=lambda b: (b != p.leader, b not in isr))
+    replicas = tuple(order) + tuple(b for b, _ in new)
+    log_dirs = (ANY_DIR,) * len(order) + tuple(d for _, d in new)
+    return PartitionAssignment(p.topic, p.partition, replicas, log_dirs)
+
+
+def _unrecoverable(p: Partition, reason: str) -> Unrecoverable:
+    return Unrecoverable(p.topic, p.partition, tuple(r.broker for r in p.replicas), reason)
+
+
+def explain(model: ClusterModel, plan: OfflinePlan) -> str:
+    """What moves where, bytes to copy, offline replicas and rack spans before and after."""
+    index = model.partition_index()
+    lines: list[str] = []
+    copied = 0
+    spans_before: Counter[int] = Counter()
+    spans_after: Counter[int] = Counter()
+    for a in plan.reassignment.partitions:
+        p = model.partitions[index[(a.topic, a.partition)]]
+        before = {r.broker for r in p.replicas}
+        gone = [r for r in p.replicas if model.is_offline(r)]
+        added = [
+            (b, d) for b, d in zip(a.replicas, a.log_dirs or (), strict=True) if b not in before
+        ]
+        size = max(r.size_bytes for r in p.replicas)
+        copied += size * len(added)
+        online = [r.broker for r in p.replicas if not model.is_offline(r)]
+        spans_before[len({model.rack_of[b] for b in online} - {None})] += 1
+        spans_after[len({model.rack_of[b] for b in a.replicas} - {None})] += 1
+        where = ", ".join(f"{r.broker}:{r.log_dir or '?'}" for r in gone)
+        to = ", ".join(f"{b}:{d} ({model.rack_of[b] or 'no rack'})" for b, d in added)
+        lines.append(
+            f"  {a.topic}-{a.partition}: replace {where} with {to} ({human_bytes(size)} each)"
+        )
+    head = [
+        (
+            f"{len(plan.reassignment.partitions)} partitions repaired, "
+            f"{len(plan.unrecoverable)} left to the operator, {human_bytes(copied)} to copy"
+        ),
+        f"offline replicas: {_offline_count(model)} before, 0 after in the planned partitions",
+        "racks spanned by online replicas (before -> after): "
+        + _spans(spans_before)
+        + " -> "
+        + _spans(spans_after),
+    ]
+    tail = [f"  unrecoverable {u.topic}-{u.partition}: {u.reason}" for u in plan.unrecoverable]
+    return "\n".join(head + lines + tail)
+
+
+def _offline_count(model: ClusterModel) -> int:
+    return sum(
+        1
+        for i in model.partitions_with_offline_replicas
+        for r in model.partitions[i].replicas
+        if model.is_offline(r)
+    )
+
+
+def _spans(counts: Counter[int]) -> str:
+    return ", ".join(f"{k} racks x {n}" for k, n in sorted(counts.items())) or "none"
