@@ -1,0 +1,1 @@
+"""The executor: action records in, a durable lifecycle, policy decisions; later the Admin API."""

@@ -1,0 +1,385 @@
+"""The durable action store: every action, every state change, every rejected record.
+
+One SQLite file (WAL mode) shared by the executor and the service. Each change is one
+`BEGIN IMMEDIATE` transaction, so the state check, the update and the audit line land
+together or not at all, also across processes; a lock makes one store object safe to
+share between threads.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Self
+
+from remediation.executor import lifecycle
+from remediation.executor.actions import Action, ActionError, parse_action
+from remediation.executor.lifecycle import State
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS actions (
+    id TEXT PRIMARY KEY,
+    cluster TEXT NOT NULL,
+    type TEXT NOT NULL,
+    state TEXT NOT NULL,
+    record TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    error TEXT
+);
+CREATE INDEX IF NOT EXISTS actions_state ON actions(state);
+CREATE TABLE IF NOT EXISTS audit (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    action_id TEXT,
+    at TEXT NOT NULL,
+    from_state TEXT,
+    to_state TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    raw TEXT
+);
+CREATE INDEX IF NOT EXISTS audit_action ON audit(action_id);
+CREATE TABLE IF NOT EXISTS used_links (
+    nonce TEXT PRIMARY KEY,
+    action_id TEXT NOT NULL,
+    used_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS alerts (
+    fingerprint TEXT NOT NULL,
+    group_key TEXT NOT NULL,
+    status TEXT NOT NULL,
+    labels TEXT NOT NULL,
+    received_at TEXT NOT NULL,
+    action_id TEXT,
+    PRIMARY KEY (group_key, fingerprint, status)
+);
+"""
+REJECTED = "rejected"  # audit to_state of a record that never became an action
+DUPLICATE = "duplicate proposal ignored"
+
+
+class StoreError(RuntimeError):
+    """The store cannot do what was asked; the message says why."""
+
+
+class UnknownAction(StoreError, KeyError):
+    def __init__(self, action_id: str) -> None:
+        super().__init__(f"no action {action_id!r} in the store; list actions to find its id")
+        self.action_id = action_id
+
+    def __str__(self) -> str:  # KeyError would print the message in quotes
+        return str(self.args[0])
+
+
+class LinkAlreadyUsed(StoreError):
+    """A single-use approval link was presented a second time."""
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRow:
+    id: str
+    cluster: str
+    type: str
+    state: State
+    record: Mapping[str, Any]
+    created_at: str
+    updated_at: str
+    attempts: int
+    error: str | None
+
+    @property
+    def open(self) -> bool:
+        return self.state not in lifecycle.TERMINAL
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    id: int
+    action_id: str | None
+    at: str
+    from_state: str | None
+    to_state: str
+    actor: str
+    reason: str
+    raw: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Proposed:
+    row: ActionRow
+    duplicate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRow:
+    fingerprint: str
+    group_key: str
+    status: str
+    labels: Mapping[str, str]
+    received_at: str
+    action_id: str | None
+
+
+def utc_text(t: datetime) -> str:
+    """RFC 3339 in UTC with microseconds: sorts as text in the same order as in time."""
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class ActionStore:
+    """Actions, audit, used approval links and received alerts in one SQLite file."""
+
+    def __init__(self, path: str | Path, clock: Callable[[], datetime] = _now) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self._lock = threading.RLock()
+        # autocommit mode: transactions are opened explicitly with BEGIN IMMEDIATE.
+        self._db = sqlite3.connect(str(self.path), isolation_level=None,
+                                   check_same_thread=False, timeout=10.0)
+        self._db.row_factory = sqlite3.Row
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            found = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if found > SCHEMA_VERSION:
+                self._db.close()
+                raise StoreError(
+                    f"{self.path} has store schema {found}, this code knows {SCHEMA_VERSION}; "
+                    "upgrade kafka-selfheal before opening it"
+                )
+            with self._tx():
+                for stmt in _SCHEMA.split(";"):
+                    if stmt.strip():
+                        self._db.execute(stmt)
+                self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    # --- plumbing ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _now_text(self) -> str:
+        return utc_text(self._clock())
+
+    def _audit(self, db: sqlite3.Connection, action_id: str | None, from_state: str | None,
+               to_state: str, actor: str, reason: str, raw: str | None = None) -> None:
+        db.execute(
+            "INSERT INTO audit (action_id, at, from_state, to_state, actor, reason, raw)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (action_id, self._now_text(), from_state, to_state, actor, reason, raw),
+        )
+
+    # --- writes -----------------------------------------------------------------------
+
+    def propose(self, action: Action, actor: str = "executor") -> Proposed:
+        """Store a new action in `proposed`; a known id returns the stored row unchanged."""
+        with self._tx() as db:
+            row = db.execute("SELECT * FROM actions WHERE id = ?",
+                             (action.action_id,)).fetchone()
+            if row is not None:
+                self._audit(db, action.action_id, row["state"], row["state"], actor, DUPLICATE)
+                return Proposed(_action_row(row), duplicate=True)
+            now = self._now_text()
+            db.execute(
+                "INSERT INTO actions (id, cluster, type, state, record, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (action.action_id, action.cluster_id, action.type, State.PROPOSED.value,
+                 action.to_json(), utc_text(action.created_at), now),
+            )
+            self._audit(db, action.action_id, None, State.PROPOSED.value, actor,
+                        action.reason or "proposed")
+            new = db.execute("SELECT * FROM actions WHERE id = ?", (action.action_id,)).fetchone()
+            return Proposed(_action_row(new), duplicate=False)
+
+    def ingest(self, raw: str | bytes, actor: str = "executor") -> Proposed | None:
+        """Parse one record from the actions topic and propose it; reject it if malformed."""
+        try:
+            action = parse_action(json.loads(raw))
+        except (ValueError, ActionError) as exc:  # JSONDecodeError is a ValueError
+            self.reject(raw, f"malformed action record: {exc}", actor)
+            return None
+        return self.propose(action, actor)
+
+    def reject(self, raw: str | bytes, reason: str, actor: str = "executor",
+               action_id: str | None = None) -> AuditEntry:
+        """Record a malformed input with its raw text, so nothing is lost silently."""
+        text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+        with self._tx() as db:
+            self._audit(db, action_id, None, REJECTED, actor, reason, raw=text)
+            last = db.execute("SELECT * FROM audit WHERE id = last_insert_rowid()").fetchone()
+            return _audit_entry(last)
+
+    def transition(self, action_id: str, target: str | State, actor: str,
+                   reason: str) -> ActionRow:
+        """Move an action to `target` if the lifecycle allows it, with one audit line."""
+        with self._tx() as db:
+            row = db.execute("SELECT * FROM actions WHERE id = ?", (action_id,)).fetchone()
+            if row is None:
+                raise UnknownAction(action_id)
+            new = lifecycle.transition(row["state"], target, row["type"])
+            attempts = row["attempts"] + (1 if new is State.EXECUTING else 0)
+            error = reason if new is State.FAILED else row["error"]
+            db.execute(
+                "UPDATE actions SET state = ?, updated_at = ?, attempts = ?, error = ?"
+                " WHERE id = ?",
+                (new.value, self._now_text(), attempts, error, action_id),
+            )
+            self._audit(db, action_id, row["state"], new.value, actor, reason)
+            return _action_row(db.execute("SELECT * FROM actions WHERE id = ?",
+                                          (action_id,)).fetchone())
+
+    def expire_overdue(self, ttl_seconds: float, actor: str = "executor") -> tuple[str, ...]:
+        """Expire actions that have waited for approval longer than `ttl_seconds`."""
+        cutoff = utc_text(self._clock() - timedelta(seconds=ttl_seconds))
+        with self._lock:
+            ids = [r["id"] for r in self._db.execute(
+                "SELECT id FROM actions WHERE state = ? AND updated_at < ?",
+                (State.AWAITING_APPROVAL.value, cutoff))]
+        expired: list[str] = []
+        for action_id in ids:
+            try:
+                self.transition(action_id, State.EXPIRED, actor,
+                                f"no approval within {ttl_seconds:g} s")
+            except lifecycle.IllegalTransition:
+                continue  # approved or cancelled meanwhile, or a page (pages never expire)
+            expired.append(action_id)
+        return tuple(expired)
+
+    def consume_link(self, nonce: str, action_id: str) -> None:
+        """Mark an approval link's nonce used; raise LinkAlreadyUsed the second time."""
+        with self._tx() as db:
+            try:
+                db.execute("INSERT INTO used_links (nonce, action_id, used_at) VALUES (?, ?, ?)",
+                           (nonce, action_id, self._now_text()))
+            except sqlite3.IntegrityError:
+                raise LinkAlreadyUsed(
+                    f"approval link {nonce[:8]}... for action {action_id[:12]} was already used;"
+                    " open the action page for its current state"
+                ) from None
+
+    def record_alert(self, group_key: str, fingerprint: str, status: str,
+                     labels: Mapping[str, str]) -> bool:
+        """Remember an alert notification; False if (group, fingerprint, status) was seen."""
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT OR IGNORE INTO alerts (fingerprint, group_key, status, labels,"
+                " received_at) VALUES (?, ?, ?, ?, ?)",
+                (fingerprint, group_key, status, json.dumps(dict(labels), sort_keys=True),
+                 self._now_text()),
+            )
+            return cur.rowcount == 1
+
+    def set_alert_action(self, group_key: str, fingerprint: str, status: str,
+                         action_id: str) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE alerts SET action_id = ? WHERE group_key = ? AND fingerprint = ?"
+                " AND status = ?", (action_id, group_key, fingerprint, status))
+
+    # --- reads ------------------------------------------------------------------------
+
+    def get(self, action_id: str) -> ActionRow | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM actions WHERE id = ?", (action_id,)).fetchone()
+        return None if row is None else _action_row(row)
+
+    def list(self, state: str | State | None = None,
+             cluster: str | None = None) -> tuple[ActionRow, ...]:
+        """Actions, oldest first, optionally only those in `state` and/or of `cluster`."""
+        sql, args = "SELECT * FROM actions WHERE 1=1", []
+        if state is not None:
+            sql += " AND state = ?"
+            args.append(State(state).value)
+        if cluster is not None:
+            sql += " AND cluster = ?"
+            args.append(cluster)
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY created_at, id", args).fetchall()
+        return tuple(_action_row(r) for r in rows)
+
+    def in_flight(self) -> tuple[ActionRow, ...]:
+        """Approved, executing or verifying: what the executor must resume after a restart."""
+        marks = ",".join("?" * len(lifecycle.IN_FLIGHT))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT * FROM actions WHERE state IN ({marks}) ORDER BY created_at, id",
+                [s.value for s in lifecycle.IN_FLIGHT]).fetchall()
+        return tuple(_action_row(r) for r in rows)
+
+    def open_actions(self) -> tuple[ActionRow, ...]:
+        """Every action not yet in a terminal state."""
+        marks = ",".join("?" * len(lifecycle.TERMINAL))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT * FROM actions WHERE state NOT IN ({marks}) ORDER BY created_at, id",
+                [s.value for s in lifecycle.TERMINAL]).fetchall()
+        return tuple(_action_row(r) for r in rows)
+
+    def audit(self, action_id: str) -> tuple[AuditEntry, ...]:
+        """Every audit line of one action, in order."""
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM audit WHERE action_id = ? ORDER BY id",
+                                    (action_id,)).fetchall()
+        return tuple(_audit_entry(r) for r in rows)
+
+    def rejected(self) -> tuple[AuditEntry, ...]:
+        """Every rejected input, with its raw text."""
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM audit WHERE to_state = ? ORDER BY id",
+                                    (REJECTED,)).fetchall()
+        return tuple(_audit_entry(r) for r in rows)
+
+    def link_used(self, nonce: str) -> bool:
+        with self._lock:
+            return self._db.execute("SELECT 1 FROM used_links WHERE nonce = ?",
+                                    (nonce,)).fetchone() is not None
+
+    def alerts(self, action_id: str | None = None) -> tuple[AlertRow, ...]:
+        sql, args = "SELECT * FROM alerts", []
+        if action_id is not None:
+            sql, args = sql + " WHERE action_id = ?", [action_id]
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY received_at", args).fetchall()
+        return tuple(AlertRow(r["fingerprint"], r["group_key"], r["status"],
+                              json.loads(r["labels"]), r["received_at"], r["action_id"])
+                     for r in rows)
+
+
+def _action_row(r: sqlite3.Row) -> ActionRow:
+    return ActionRow(r["id"], r["cluster"], r["type"], State(r["state"]), json.loads(r["record"]),
+                     r["created_at"], r["updated_at"], r["attempts"], r["error"])
+
+
+def _audit_entry(r: sqlite3.Row) -> AuditEntry:
+    return AuditEntry(r["id"], r["action_id"], r["at"], r["from_state"], r["to_state"],
+                      r["actor"], r["reason"], r["raw"])
