@@ -23,12 +23,18 @@ NO_LEADER = -1
 
 
 class SnapshotError(ValueError):
-    """A snapshot that is not valid JSON, breaks the schema, or contradicts itself."""
+    """A snapshot that is not valid JSON, breaks the schema, or contradicts itself.
 
-    def __init__(self, path: str, problem: str) -> None:
+    `path` names the first bad field (``partitions[3].replicas[1].broker``); `kind` is
+    "json" (not JSON), "schema" (breaks cluster-snapshot.schema.json) or "consistency"
+    (valid structure, but a reference or a duplicate the schema cannot see).
+    """
+
+    def __init__(self, path: str, problem: str, kind: str = "schema") -> None:
         super().__init__(f"{path}: {problem}")
         self.path = path
         self.problem = problem
+        self.kind = kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +121,9 @@ def load_snapshot(source: str | Path | IO[str] | IO[bytes]) -> Snapshot:
         try:
             data = Path(source).read_bytes()
         except OSError as exc:
-            raise SnapshotError("$", f"cannot read {source}: {exc.strerror or exc}") from exc
+            raise SnapshotError(
+                "$", f"cannot read {source}: {exc.strerror or exc}", "json"
+            ) from exc
     else:
         data = source.read()
     return parse_snapshot(data)
@@ -128,10 +136,10 @@ def parse_snapshot(text: str | bytes) -> Snapshot:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise SnapshotError(
-                "$", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+                "$", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", "json"
             ) from exc
         except UnicodeDecodeError as exc:
-            raise SnapshotError("$", f"not UTF-8 text: {exc.reason}") from exc
+            raise SnapshotError("$", f"not UTF-8 text: {exc.reason}", "json") from exc
         return snapshot_from_dict(doc)
 
 
@@ -307,6 +315,7 @@ class _Reader:
             raise SnapshotError(
                 f"{path}.id",
                 f"broker {broker_id} appears twice (also brokers[{first_at[broker_id]}])",
+                "consistency",
             )
         dirs: list[LogDir] = []
         seen: set[str] = set()
@@ -315,7 +324,9 @@ class _Reader:
             dir_path, online, total, usable = _fields(raw, _LOG_DIR, where)
             if dir_path in seen:
                 raise SnapshotError(
-                    f"{where}.path", f"{dir_path} appears twice on broker {broker_id}"
+                    f"{where}.path",
+                    f"{dir_path} appears twice on broker {broker_id}",
+                    "consistency",
                 )
             seen.add(dir_path)
             dirs.append(LogDir(dir_path, online, total, usable))
@@ -355,6 +366,7 @@ class _Reader:
                 raise SnapshotError(
                     f"partitions[{i}].partition",
                     f"{topic}-{number} appears twice (also partitions[{first_at[key]}])",
+                    "consistency",
                 )
             first_at[key] = i
             if not raw_replicas:
@@ -379,18 +391,24 @@ class _Reader:
                 dirs = dirs_by_broker.get(broker)
                 if dirs is None:
                     where = f"partitions[{i}].replicas[{_index_of(raw_replicas, r)}]"
-                    raise SnapshotError(f"{where}.broker", f"broker {broker} is not in brokers")
+                    raise SnapshotError(
+                        f"{where}.broker", f"broker {broker} is not in brokers", "consistency"
+                    )
                 if log_dir is missing:
                     log_dir = None
                 elif log_dir is not None and log_dir not in dirs:
                     where = f"partitions[{i}].replicas[{_index_of(raw_replicas, r)}]"
                     raise SnapshotError(
-                        f"{where}.log_dir", f"{log_dir} is not a log dir of broker {broker}"
+                        f"{where}.log_dir",
+                        f"{log_dir} is not a log dir of broker {broker}",
+                        "consistency",
                     )
                 if broker in brokers:
                     where = f"partitions[{i}].replicas[{_index_of(raw_replicas, r)}]"
                     raise SnapshotError(
-                        f"{where}.broker", f"broker {broker} holds two replicas of {topic}-{number}"
+                        f"{where}.broker",
+                        f"broker {broker} holds two replicas of {topic}-{number}",
+                        "consistency",
                     )
                 brokers.append(broker)
                 replicas.append(Replica(broker, log_dir, size))
@@ -398,6 +416,7 @@ class _Reader:
                 raise SnapshotError(
                     f"partitions[{i}].leader",
                     f"broker {leader} is not a replica of {topic}-{number}",
+                    "consistency",
                 )
             for member in isr:
                 if type(member) is not int or member not in brokers:
@@ -413,7 +432,9 @@ class _Reader:
     def isr_member(value: Any, brokers: list[int], path: str, topic: str, number: int) -> int:
         member = _as_int(value, path, 0)
         if member not in brokers:
-            raise SnapshotError(path, f"broker {member} is not a replica of {topic}-{number}")
+            raise SnapshotError(
+                path, f"broker {member} is not a replica of {topic}-{number}", "consistency"
+            )
         return member
 
     def group(self, obj: Any, path: str) -> ConsumerGroup:
@@ -424,7 +445,9 @@ class _Reader:
             where = f"{path}.members[{k}]"
             member_id, instance_id, client_id, rack, topics = _fields(raw, _MEMBER, where)
             if member_id in seen:
-                raise SnapshotError(f"{where}.member_id", f"{member_id} appears twice in {name}")
+                raise SnapshotError(
+                    f"{where}.member_id", f"{member_id} appears twice in {name}", "consistency"
+                )
             seen.add(member_id)
             for t, topic in enumerate(topics):
                 if type(topic) is not str or not topic:
