@@ -1,0 +1,1 @@
+"""The service: one-click approval links, the approval page, the Alertmanager webhook."""
