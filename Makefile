@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
-MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
+MVN    := mvn -q -B -Dstyle.color=never -s jvm/settings.xml -f jvm/pom.xml
 JARS   := jvm/lib
 APT_STAMP := .make/apt.stamp
 # Debian packages the tests and the demo run: a JDK and Maven for the broker jars.

@@ -32,3 +32,27 @@ def session(app_name: str = "kafka-selfheal", master: str | None = None,
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def stop(spark: Any, timeout: float = 30.0) -> None:
+    """Stop the session and the driver JVM that pyspark launched, by its PID.
+
+    ``SparkSession.stop()`` leaves the py4j gateway JVM running until Python exits.
+    """
+    from pyspark import SparkContext
+
+    spark.stop()
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    if proc is not None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except Exception:
+            proc.kill()
+            proc.wait(timeout)
+    SparkContext._gateway = None
+    SparkContext._jvm = None

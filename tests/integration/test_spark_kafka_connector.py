@@ -12,13 +12,13 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def spark():
-    from streams.spark import session
+    from streams.spark import session, stop
 
     spark = session("selfheal-connector-test", master="local[1]")
     try:
         yield spark
     finally:
-        spark.stop()
+        stop(spark)
 
 
 def test_connector_jars_leave_out_what_pyspark_ships():
