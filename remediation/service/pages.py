@@ -1,0 +1,159 @@
+"""The approval page and the refusal page: plain HTML in plain words, no JavaScript.
+
+Everything that comes from a record or an alert is escaped: topic names, log dirs and
+alert labels are outside input, and this page is opened from a pager by someone who
+trusts it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from html import escape
+
+from remediation.executor.actions import Action, PartitionTarget
+from remediation.service.alerts import Alert
+
+MAX_LINES = 200  # a page with 10 000 lines helps nobody; the plan JSON has them all
+ANY_DIR = "any"
+
+Current = Mapping[tuple[str, int], Sequence[int]]  # (topic, partition) -> replicas now
+
+_RISK = {
+    "fix_offline_replicas": "Copies replicas between brokers, throttled; the partitions stay "
+    "under-replicated until the copies catch up. Producers and consumers keep working.",
+    "move_replica_dirs": "Moves replicas between disks of the same broker, throttled; no "
+    "replica changes broker and clients see nothing.",
+    "rebalance_leaders": "Reorders replica lists and elects preferred leaders; no data "
+    "moves, clients reconnect to the new leaders within seconds.",
+    "assign_consumers": "Changes which consumer reads which partition; the group "
+    "rebalances once.",
+    "page_operator": "Software cannot do this: a person has to act on the brokers named "
+    "below, then mark it resolved here.",
+}
+_TITLE = {
+    "fix_offline_replicas": "Restore replicas lost on a failed disk or broker",
+    "move_replica_dirs": "Even out the disks of a broker",
+    "rebalance_leaders": "Rebalance partition leaders across racks",
+    "assign_consumers": "Assign consumers to partitions on their own rack",
+    "page_operator": "An operator is needed",
+}
+_STYLE = ("body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;"
+          "padding:0 1rem;line-height:1.45}li{font-family:ui-monospace,monospace}"
+          ".risk{background:#fff4d6;padding:.6rem}.refused{background:#fde2e1;padding:.6rem}"
+          "button{font-size:1.1rem;padding:.5rem 1.4rem}")
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB'."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+    k = 0
+    while abs(n) >= 1024 and k < len(units) - 1:
+        n /= 1024
+        k += 1
+    return f"{n:.0f} B" if k == 0 else f"{n:.1f} {units[k]}"
+
+
+def describe_target(t: PartitionTarget, action_type: str, current: Current | None) -> str:
+    """One partition in plain words, e.g. 'orders-0: replicas [1, 2, 3] -> [1, 2, 4], new
+    replica on broker 4 in /data/d1'."""
+    name = f"{t.topic}-{t.partition}"
+    known = current.get((t.topic, t.partition)) if current is not None else None
+    now = list(known) if known is not None else None
+    target = list(t.replicas)
+    dirs = dict(zip(t.replicas, t.log_dirs or (), strict=False))
+    if action_type == "move_replica_dirs":
+        moves = [f"on broker {b} to {d}" for b, d in dirs.items() if d != ANY_DIR]
+        return f"{name}: replica " + (", ".join(moves) or "stays where it is")
+    arrow = f"replicas {now} -> {target}" if now is not None else f"replicas now ? -> {target}"
+    if action_type == "rebalance_leaders":
+        return f"{name}: {arrow}, preferred leader becomes broker {target[0]} (no data moves)"
+    new = [b for b in target if now is None or b not in now]
+    if now is None:
+        placed = [f"broker {b} in {dirs[b]}" for b in new if dirs.get(b, ANY_DIR) != ANY_DIR]
+        return f"{name}: {arrow}" + (f" ({', '.join(placed)})" if placed else "")
+    parts = [f"broker {b} in {dirs[b]}" if dirs.get(b, ANY_DIR) != ANY_DIR
+             else f"broker {b} (the broker picks the dir)" for b in new]
+    words = f"{name}: {arrow}"
+    if parts:
+        lead = ", new replica on " if len(parts) == 1 else ", new replicas on "
+        words += lead + " and ".join(parts)
+    dropped = [b for b in now if b not in target]
+    if dropped:
+        words += ", drops the replica on broker " + ", ".join(map(str, dropped))
+    return words
+
+
+def render_approval(action: Action, *, form_action: str, csrf_token: str, link_token: str,
+                    current: Current | None = None, alert: Alert | None = None,
+                    reasons: Iterable[str] = (), expires_at: datetime | None = None) -> str:
+    """The page a pager link opens: what will change, the risk, and one confirm button."""
+    lines = _plan_lines(action, current)
+    shown = lines[:MAX_LINES]
+    more = (f"<p>... and {len(lines) - MAX_LINES} more partitions (see the plan JSON).</p>"
+            if len(lines) > MAX_LINES else "")
+    s = action.summary
+    facts = [
+        f"Cluster {action.cluster_id}; action {action.action_id[:12]} ({action.type}).",
+        f"Why: {action.reason}" if action.reason else "",
+        f"{s.partitions} partitions, {human_bytes(s.bytes)} to copy, brokers "
+        f"{', '.join(map(str, s.brokers)) or 'none'}." if not action.is_page else "",
+        f"This link expires at {expires_at:%Y-%m-%d %H:%M} UTC." if expires_at else "",
+    ]
+    button = "Mark resolved" if action.is_page else "Approve and run"
+    body = [
+        f"<h1>{escape(_TITLE[action.type])}</h1>",
+        *(f"<p>{escape(f)}</p>" for f in facts if f),
+        _alert_html(alert),
+        "<h2>What changes</h2>",
+        "<ul>" + "".join(f"<li>{escape(line)}</li>" for line in shown) + "</ul>" + more,
+        f'<p class="risk"><strong>Risk:</strong> {escape(_RISK[action.type])}</p>',
+        ("<h2>Why it waits for you</h2><ul>"
+         + "".join(f"<li>{escape(r)}</li>" for r in reasons) + "</ul>") if reasons else "",
+        (f'<form method="post" action="{escape(form_action)}">'
+        f'<input type="hidden" name="csrf" value="{escape(csrf_token)}">'
+        f'<input type="hidden" name="token" value="{escape(link_token)}">'
+        f'<button type="submit">{button}</button></form>'),
+        "<p>Nothing happens until you press the button. Closing this page changes nothing.</p>",
+    ]
+    return _page(_TITLE[action.type], body)
+
+
+def render_refusal(reason: str, message: str) -> str:
+    """The page for a link or a request we refuse: the reason, and that nothing changed."""
+    return _page("Not approved", [
+        "<h1>Not approved</h1>",
+        (f'<p class="refused"><strong>{escape(reason.capitalize())}.</strong> '
+        f"{escape(message)}</p>"),
+        "<p>Nothing was changed on the cluster.</p>",
+    ])
+
+
+def _plan_lines(action: Action, current: Current | None) -> list[str]:
+    if action.is_page:
+        plan = action.plan
+        return [str(plan["message"]),
+                "brokers: " + (", ".join(map(str, plan["brokers"])) or "none"),
+                "log dirs: " + (", ".join(plan["log_dirs"]) or "none")]
+    if action.type == "assign_consumers":
+        return [json.dumps(action.plan, sort_keys=True)]
+    return [describe_target(t, action.type, current) for t in action.targets()]
+
+
+def _alert_html(alert: Alert | None) -> str:
+    if alert is None:
+        return ""
+    labels = ", ".join(f"{k}={v}" for k, v in sorted(alert.labels.items()))
+    summary = alert.annotations.get("summary") or alert.annotations.get("description") or ""
+    return (f"<h2>The alert</h2><p>{escape(alert.name)} ({escape(alert.status)} since "
+            f"{alert.starts_at:%Y-%m-%d %H:%M} UTC): {escape(summary)}</p>"
+            f"<p><small>{escape(labels)}</small></p>")
+
+
+def _page(title: str, body: Iterable[str]) -> str:
+    return ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            "<meta name=\"referrer\" content=\"no-referrer\">"  # the URL holds the token
+            f"<title>{escape(title)} - kafka-selfheal</title><style>{_STYLE}</style></head>"
+            "<body>" + "".join(b for b in body if b) + "</body></html>")
