@@ -207,7 +207,12 @@ class ActionStore:
             row = db.execute("SELECT * FROM actions WHERE id = ?",
                              (action.action_id,)).fetchone()
             if row is not None:
-                self._audit(db, action.action_id, row["state"], row["state"], actor, DUPLICATE)
+                # Same id, other content: a planner bug or a hash collision; keep the first
+                # (it may already be running) but say so in the audit.
+                differs = row["record"] != action.to_json()
+                self._audit(db, action.action_id, row["state"], row["state"], actor,
+                            DUPLICATE + (" (record differs from the stored one)" if differs
+                                         else ""))
                 return Proposed(_action_row(row), duplicate=True)
             now = self._now_text()
             db.execute(

@@ -47,6 +47,15 @@ def test_a_proposal_is_stored_once_and_a_replay_returns_the_same_row(store: Acti
     assert [e.reason for e in store.audit(action.action_id)][-1] == DUPLICATE
 
 
+def test_a_duplicate_id_with_other_content_keeps_the_first_and_says_so(
+        store: ActionStore) -> None:
+    store.propose(parse_action(fix_offline()))
+    again = store.propose(parse_action(fix_offline(reason="something else")))
+    assert again.duplicate and again.row.record["reason"] != "something else"
+    assert store.audit(again.row.id)[-1].reason == (
+        DUPLICATE + " (record differs from the stored one)")
+
+
 def test_the_store_survives_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "actions.db"
     with ActionStore(path) as store:
@@ -177,7 +186,7 @@ def test_random_transitions_never_leave_an_illegal_history(
         state = State.PROPOSED
         assert audit[0].to_state == "proposed"
         for entry in audit[1:]:
-            if entry.reason == DUPLICATE:
+            if entry.reason.startswith(DUPLICATE):
                 continue
             assert entry.from_state == state
             state = transition(state, entry.to_state, type_)  # raises if illegal
