@@ -13,9 +13,12 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from remediation.executor.actions import ACTION_TYPES, Action
+
+if TYPE_CHECKING:
+    from remediation.model import ClusterModel
 
 Mode = Literal["auto", "approve", "refuse"]
 MODES: frozenset[str] = frozenset({"auto", "approve"})  # what a policy file may say
@@ -66,6 +69,20 @@ class ClusterHealth:
     brokers_with_offline_dir: frozenset[int] = frozenset()
     # broker id -> reassignments in progress that touch it
     reassignments_in_flight: Mapping[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_model(cls, model: ClusterModel,
+                   reassignments_in_flight: Mapping[int, int] | None = None) -> ClusterHealth:
+        """Health from the latest snapshot; in-flight counts come from the Admin API."""
+        dead = {b for b in model.brokers if b not in model.alive}
+        return cls(
+            brokers=len(model.brokers),
+            failed_brokers=len(dead | model.brokers_with_offline_dir),
+            log_dirs=sum(len(d) for d in model.dirs.values()),
+            failed_log_dirs=len(model.offline_dirs),
+            brokers_with_offline_dir=model.brokers_with_offline_dir,
+            reassignments_in_flight=dict(reassignments_in_flight or {}),
+        )
 
     @property
     def failed_log_dir_percent(self) -> float:

@@ -11,9 +11,13 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from html import escape
+from typing import TYPE_CHECKING
 
 from remediation.executor.actions import Action, PartitionTarget
 from remediation.service.alerts import Alert
+
+if TYPE_CHECKING:
+    from remediation.model import ClusterModel
 
 MAX_LINES = 200  # a page with 10 000 lines helps nobody; the plan JSON has them all
 ANY_DIR = "any"
@@ -53,6 +57,12 @@ def human_bytes(n: float) -> str:
         n /= 1024
         k += 1
     return f"{n:.0f} B" if k == 0 else f"{n:.1f} {units[k]}"
+
+
+def current_replicas(model: ClusterModel) -> dict[tuple[str, int], tuple[int, ...]]:
+    """The replica lists of the latest snapshot, for the 'now -> then' lines."""
+    return {(p.topic, p.partition): tuple(r.broker for r in p.replicas)
+            for p in model.partitions}
 
 
 def describe_target(t: PartitionTarget, action_type: str, current: Current | None) -> str:

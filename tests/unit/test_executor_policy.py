@@ -17,6 +17,7 @@ from remediation.executor.policy import (
     policy_from_mapping,
 )
 from tests.unit.action_records import fix_offline, of_type
+from tests.unit.plan_snapshots import broker, doc, model, partition
 
 HEALTHY = ClusterHealth(brokers=6, failed_brokers=1, log_dirs=12, failed_log_dirs=1,
                         brokers_with_offline_dir=frozenset({3}))
@@ -117,3 +118,14 @@ def test_a_missing_or_broken_file_says_what_to_do(tmp_path: Path) -> None:
     bad.write_text("[limits\n")
     with pytest.raises(PolicyError, match="not valid TOML"):
         load_policy(bad)
+
+
+def test_health_from_a_snapshot_counts_dead_brokers_and_failed_dirs() -> None:
+    brokers = [broker(1, "a", dirs=["/d1", "/d2"]),
+               broker(2, "b", dirs=["/d1", {"path": "/d2", "online": False}]),
+               broker(3, "c", dirs=["/d1", "/d2"], alive=False)]
+    health = ClusterHealth.from_model(model(doc(brokers, [partition("t", 0, [1, 2])])), {1: 1})
+    assert (health.brokers, health.failed_brokers) == (3, 2)
+    assert (health.log_dirs, health.failed_log_dirs) == (6, 1)
+    assert health.brokers_with_offline_dir == {2}
+    assert health.reassignments_in_flight == {1: 1}

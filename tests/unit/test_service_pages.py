@@ -7,8 +7,14 @@ from datetime import UTC, datetime
 
 from remediation.executor.actions import parse_action
 from remediation.service.alerts import parse_webhook
-from remediation.service.pages import describe_target, render_approval, render_refusal
+from remediation.service.pages import (
+    current_replicas,
+    describe_target,
+    render_approval,
+    render_refusal,
+)
 from tests.unit.action_records import fix_offline, of_type
+from tests.unit.plan_snapshots import broker, doc, model, partition
 
 FORM = {"form_action": "/actions/abc/approve", "csrf_token": "csrf-tok",
         "link_token": "link.tok"}
@@ -75,3 +81,10 @@ def test_the_refusal_page_says_why_and_that_nothing_changed() -> None:
     page = render_refusal("already used", "this approval link was already used <b>")
     assert "Already used." in page and "Nothing was changed on the cluster." in page
     assert "&lt;b&gt;" in page and "<form" not in page
+
+
+def test_the_current_replicas_come_from_the_snapshot() -> None:
+    m = model(doc([broker(b) for b in (1, 2, 3, 4)], [partition("orders", 0, [1, 2, 3])]))
+    action = parse_action(fix_offline())
+    assert describe_target(action.targets()[0], action.type, current_replicas(m)).startswith(
+        "orders-0: replicas [1, 2, 3] -> [1, 2, 4], new replica on broker 4 in /data/d1")
