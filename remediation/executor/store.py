@@ -369,15 +369,20 @@ class ActionStore:
             return self._db.execute("SELECT 1 FROM used_links WHERE nonce = ?",
                                     (nonce,)).fetchone() is not None
 
+    def alert(self, group_key: str, fingerprint: str, status: str) -> AlertRow | None:
+        with self._lock:
+            r = self._db.execute(
+                "SELECT * FROM alerts WHERE group_key = ? AND fingerprint = ? AND status = ?",
+                (group_key, fingerprint, status)).fetchone()
+        return None if r is None else _alert_row(r)
+
     def alerts(self, action_id: str | None = None) -> tuple[AlertRow, ...]:
         sql, args = "SELECT * FROM alerts", []
         if action_id is not None:
             sql, args = sql + " WHERE action_id = ?", [action_id]
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY received_at", args).fetchall()
-        return tuple(AlertRow(r["fingerprint"], r["group_key"], r["status"],
-                              json.loads(r["labels"]), r["received_at"], r["action_id"])
-                     for r in rows)
+        return tuple(_alert_row(r) for r in rows)
 
 
 def _action_row(r: sqlite3.Row) -> ActionRow:
@@ -388,3 +393,8 @@ def _action_row(r: sqlite3.Row) -> ActionRow:
 def _audit_entry(r: sqlite3.Row) -> AuditEntry:
     return AuditEntry(r["id"], r["action_id"], r["at"], r["from_state"], r["to_state"],
                       r["actor"], r["reason"], r["raw"])
+
+
+def _alert_row(r: sqlite3.Row) -> AlertRow:
+    return AlertRow(r["fingerprint"], r["group_key"], r["status"], json.loads(r["labels"]),
+                    r["received_at"], r["action_id"])

@@ -55,7 +55,7 @@ class Webhook:
 
 @dataclass(frozen=True, slots=True)
 class Received:
-    """One alert of a webhook: whether it was new, and the action it was linked to."""
+    """One alert of a webhook: whether it was new, and the action it is linked to."""
 
     alert: Alert
     new: bool
@@ -119,21 +119,25 @@ def link_alert(alert: Alert, actions: Iterable[ActionRow]) -> ActionRow | None:
 
 
 def receive(store: ActionStore, webhook: Webhook) -> tuple[Received, ...]:
-    """Record each alert once and link new ones to their open action in the store."""
+    """Record each alert once and link it to its open action in the store.
+
+    A repeated notification is not new, but if it was not linked yet it is tried again:
+    the alert may have fired before the action was proposed.
+    """
     out: list[Received] = []
     open_rows: tuple[ActionRow, ...] | None = None
     for alert in webhook.alerts:
-        new = store.record_alert(webhook.group_key, alert.fingerprint, alert.status,
-                                 alert.labels)
-        action_id = None
-        if new and alert.name in OFFLINE_ALERTS:
+        key = (webhook.group_key, alert.fingerprint, alert.status)
+        new = store.record_alert(*key, alert.labels)
+        seen = None if new else store.alert(*key)
+        action_id = seen.action_id if seen is not None else None
+        if action_id is None and alert.name in OFFLINE_ALERTS:
             if open_rows is None:
                 open_rows = store.open_actions()
             row = link_alert(alert, open_rows)
             if row is not None:
                 action_id = row.id
-                store.set_alert_action(webhook.group_key, alert.fingerprint, alert.status,
-                                       row.id)
+                store.set_alert_action(*key, row.id)
         out.append(Received(alert, new, action_id))
     return tuple(out)
 

@@ -109,7 +109,7 @@ def test_a_repeated_notification_is_handled_once(store: ActionStore) -> None:
     fix = _stored(store, fix_offline())
     body = webhook(alert())
     assert [(r.new, r.action_id) for r in receive(store, parse_webhook(body))] == [(True, fix)]
-    assert [(r.new, r.action_id) for r in receive(store, parse_webhook(body))] == [(False, None)]
+    assert [(r.new, r.action_id) for r in receive(store, parse_webhook(body))] == [(False, fix)]
     resolved = copy.deepcopy(body)
     resolved["alerts"][0]["status"] = "resolved"
     assert receive(store, parse_webhook(resolved))[0].new  # a new status is news
@@ -130,3 +130,13 @@ def test_cluster_label_must_match_when_present(store: ActionStore) -> None:
     body = webhook(alert())
     body["alerts"][0]["labels"]["cluster_id"] = "c2"
     assert receive(store, parse_webhook(body))[0].action_id is None  # the fix is for c1
+
+
+def test_an_alert_that_fired_before_its_action_is_linked_on_the_repeat(
+        store: ActionStore) -> None:
+    body = webhook(alert())
+    assert receive(store, parse_webhook(body))[0].action_id is None
+    fix = _stored(store, fix_offline())
+    again = receive(store, parse_webhook(body))[0]
+    assert (again.new, again.action_id) == (False, fix)
+    assert [a.action_id for a in store.alerts()] == [fix]
