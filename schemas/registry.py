@@ -27,7 +27,7 @@ DEFAULT_PREFIX = "selfheal."
 
 # Topic suffix -> schema name. The cluster-snapshot schema is owned by schemas/snapshot.py
 # and joins the table only when its file is there.
-_TOPICS: dict[str, str] = {
+TOPICS: dict[str, str] = {
     "broker-metrics": "broker-metric",
     "logdir-events": "logdir-event",
     "cluster-snapshots": "cluster-snapshot",
@@ -96,7 +96,7 @@ def schema(name: str) -> dict[str, Any]:
 def topic_schemas(prefix: str = DEFAULT_PREFIX) -> dict[str, str]:
     """Topic name (with ``prefix``) -> schema name, for the schemas that exist."""
     known = _schemas()
-    return {prefix + topic: name for topic, name in _TOPICS.items() if name in known}
+    return {prefix + topic: name for topic, name in TOPICS.items() if name in known}
 
 
 TOPIC_SCHEMAS: dict[str, str] = topic_schemas()

@@ -1,0 +1,345 @@
+"""The one typed configuration: a TOML file, then ``SELFHEAL_*`` environment overrides.
+
+Precedence, lowest first: the defaults below, the file (``path`` or ``$SELFHEAL_CONFIG``),
+the environment (``SELFHEAL_<SECTION>_<KEY>``, e.g. ``SELFHEAL_DETECT_DISK_SKEW_THRESHOLD``;
+``SELFHEAL_POLICY`` for the policy path). When no bootstrap servers are configured, the
+running sandbox's state file fills in the cluster, so every command works on the sandbox
+with no configuration at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+import types
+import typing
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from schemas.registry import DEFAULT_PREFIX, TOPICS
+
+ENV_PREFIX = "SELFHEAL_"
+CONFIG_ENV = "SELFHEAL_CONFIG"
+POLICY_ENV = "SELFHEAL_POLICY"
+
+Check = Callable[[Any], str | None]
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names the key and its source."""
+
+
+def default_state_dir() -> Path:
+    """``$XDG_STATE_HOME/kafka-selfheal`` (next to the sandbox's own state)."""
+    base = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state"))
+    return base / "kafka-selfheal"
+
+
+def _positive(value: Any) -> str | None:
+    return None if value > 0 else "must be > 0"
+
+
+def _at_least(low: float) -> Check:
+    return lambda value: None if value >= low else f"must be >= {low}"
+
+
+def _one_of(*choices: str) -> Check:
+    return lambda value: None if value in choices else f"must be one of {', '.join(choices)}"
+
+
+def _port(value: Any) -> str | None:
+    return None if 0 <= value <= 65535 else "must be a port, 0-65535 (0 picks a free one)"
+
+
+# host:port or PROTOCOL://host:port, comma-separated, as Kafka clients take them.
+_SERVER = re.compile(r"^([A-Za-z_]+://)?[^\s,:/]+:\d{1,5}$")
+
+
+def _servers(value: Any) -> str | None:
+    if all(_SERVER.match(s.strip()) for s in value.split(",")):
+        return None
+    return "must be host:port[,host:port...]"
+
+
+def _topic_prefix(value: Any) -> str | None:
+    ok = re.fullmatch(r"[A-Za-z0-9._-]*", value)
+    return None if ok else "may hold only letters, digits, '.', '_' and '-' (Kafka topic names)"
+
+
+def _opt(check: Check) -> Check:
+    return lambda value: None if value is None else check(value)
+
+
+def _field(default: Any = None, check: Check | None = None, *, secret: bool = False) -> Any:
+    return dataclasses.field(default=default, metadata={"check": check}, repr=not secret)
+
+
+def _checkpoints() -> Path:
+    return default_state_dir() / "checkpoints"
+
+
+def _sqlite() -> Path:
+    return default_state_dir() / "actions.sqlite"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """The monitored Kafka cluster."""
+
+    bootstrap_servers: str | None = _field(None, _opt(_servers))
+    zookeeper_connect: str | None = _field(None)
+    mode: str = _field("zk", _one_of("zk", "kraft"))
+    cluster_id: str | None = _field(None)
+    exporter_urls: tuple[str, ...] = _field(())
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BusConfig:
+    """The Kafka that carries the selfheal.* topics; unset, the monitored cluster."""
+
+    bootstrap_servers: str | None = _field(None, _opt(_servers))
+    topic_prefix: str = _field(DEFAULT_PREFIX, _topic_prefix)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CollectConfig:
+    scrape_interval_seconds: float = _field(10.0, _positive)
+    snapshot_interval_seconds: float = _field(60.0, _positive)
+    request_timeout_seconds: float = _field(5.0, _positive)
+    backoff_initial_seconds: float = _field(1.0, _positive)
+    backoff_max_seconds: float = _field(60.0, _positive)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DetectConfig:
+    # A dir is skewed above threshold x its broker's mean usage ratio (plan/disks.py).
+    disk_skew_threshold: float = _field(1.10, _at_least(1.0))
+    # Skew must last this long before a move is proposed: a burst of writes is not skew.
+    skew_window_seconds: float = _field(300.0, _positive)
+    # A broker leading more than threshold x its fair share of partitions is imbalanced.
+    leader_imbalance_threshold: float = _field(1.10, _at_least(1.0))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StreamConfig:
+    checkpoint_dir: Path = dataclasses.field(default_factory=_checkpoints)
+    trigger_interval_seconds: float = _field(5.0, _positive)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ServeConfig:
+    sqlite_path: Path = dataclasses.field(default_factory=_sqlite)
+    http_host: str = _field("127.0.0.1")
+    http_port: int = _field(8787, _port)
+    link_secret: str | None = _field(None, secret=True)  # signs one-click approval links
+    api_token: str | None = _field(None, secret=True)  # bearer token for the HTTP API
+
+
+SECTIONS: dict[str, type] = {
+    "cluster": ClusterConfig,
+    "bus": BusConfig,
+    "collect": CollectConfig,
+    "detect": DetectConfig,
+    "stream": StreamConfig,
+    "serve": ServeConfig,
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Config:
+    cluster: ClusterConfig = dataclasses.field(default_factory=ClusterConfig)
+    bus: BusConfig = dataclasses.field(default_factory=BusConfig)
+    collect: CollectConfig = dataclasses.field(default_factory=CollectConfig)
+    detect: DetectConfig = dataclasses.field(default_factory=DetectConfig)
+    stream: StreamConfig = dataclasses.field(default_factory=StreamConfig)
+    serve: ServeConfig = dataclasses.field(default_factory=ServeConfig)
+    policy: Path | None = None  # the executor's policy TOML; None: its built-in defaults
+    # Where the values came from, lowest precedence first, for `--explain` style output.
+    sources: tuple[str, ...] = ()
+
+    def topic(self, name: str) -> str:
+        """``topic("actions")`` -> ``"selfheal.actions"`` with the configured prefix."""
+        suffix = name.removeprefix(DEFAULT_PREFIX)
+        if suffix not in TOPICS:
+            raise ValueError(f"unknown topic {name!r}; known: {', '.join(TOPICS)}")
+        return self.bus.topic_prefix + suffix
+
+    def require_bootstrap_servers(self) -> str:
+        """The monitored cluster's bootstrap servers, or a ConfigError saying how to set them."""
+        if self.cluster.bootstrap_servers is None:
+            raise ConfigError(
+                "no Kafka cluster configured: set [cluster] bootstrap_servers in the config "
+                f"file (${CONFIG_ENV}) or SELFHEAL_CLUSTER_BOOTSTRAP_SERVERS, or start the "
+                "sandbox with `selfheal sandbox up`")
+        return self.cluster.bootstrap_servers
+
+
+def _base(hint: Any) -> Any:
+    """``X | None`` -> X."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        (inner,) = [a for a in typing.get_args(hint) if a is not type(None)]
+        return inner
+    return hint
+
+
+def _coerce(raw: Any, hint: Any, key: str, where: str, from_env: bool,
+            relative_to: Path | None) -> Any:
+    """Turn a TOML value or an environment string into the field's type."""
+    optional = type(None) in typing.get_args(hint)
+    kind = _base(hint)
+
+    def bad(expected: str) -> ConfigError:
+        return ConfigError(f"{key} {where}: expected {expected}, got {raw!r}")
+
+    if from_env and raw == "" and optional:
+        return None  # an empty variable unsets a value the file gave
+    if kind is str:
+        if not isinstance(raw, str):
+            raise bad("a string")
+        return raw
+    if kind is int:
+        if from_env:
+            try:
+                return int(raw)
+            except ValueError:
+                raise bad("an integer") from None
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise bad("an integer")
+        return raw
+    if kind is float:
+        if from_env:
+            try:
+                return float(raw)
+            except ValueError:
+                raise bad("a number") from None
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            raise bad("a number")
+        return float(raw)
+    if kind is Path:
+        if not isinstance(raw, str) or not raw:
+            raise bad("a path")
+        path = Path(raw).expanduser()
+        # Relative paths in a file mean "next to the file", so a config dir can move.
+        return relative_to / path if relative_to is not None and not path.is_absolute() else path
+    if typing.get_origin(kind) is tuple:
+        items = raw.split(",") if isinstance(raw, str) else raw
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise bad("a list of strings (or one comma-separated string)")
+        return tuple(i.strip() for i in items if i.strip())
+    raise TypeError(f"config field {key} has unsupported type {hint}")
+
+
+class _Builder:
+    """Collects values section by section, remembering which keys were set explicitly."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+        self.policy: Path | None = None
+        self.sources: list[str] = []
+
+    def set(self, section: str, key: str, raw: Any, where: str, from_env: bool,
+            relative_to: Path | None = None) -> None:
+        cls = SECTIONS[section]
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        if key not in fields:
+            raise ConfigError(f"unknown key {section}.{key} {where}; known: "
+                              + ", ".join(fields))
+        hints = typing.get_type_hints(cls)
+        full = f"{section}.{key}"
+        value = _coerce(raw, hints[key], full, where, from_env, relative_to)
+        check = fields[key].metadata.get("check")
+        problem = check(value) if check and value is not None else None
+        if problem:
+            raise ConfigError(f"{full} {where}: {problem}, got {raw!r}")
+        self.values[section][key] = value
+
+    def is_set(self, section: str, key: str) -> bool:
+        return key in self.values[section]
+
+
+def _read_file(builder: _Builder, path: Path) -> None:
+    where = f"in {path}"
+    try:
+        with path.open("rb") as fh:
+            doc = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist; fix ${CONFIG_ENV} or the "
+                          "--config path, or leave both unset for the defaults") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    for name, body in doc.items():
+        if name == "policy":
+            builder.policy = _coerce(body, Path | None, "policy", where, False, path.parent)
+        elif name in SECTIONS:
+            if not isinstance(body, dict):
+                raise ConfigError(f"{name} {where}: expected a [{name}] table")
+            for key, raw in body.items():
+                builder.set(name, key, raw, where, False, path.parent)
+        else:
+            raise ConfigError(f"unknown section or key {name!r} {where}; known: "
+                              + ", ".join([*SECTIONS, "policy"]))
+    builder.sources.append(str(path))
+
+
+def _read_env(builder: _Builder, env: Mapping[str, str]) -> None:
+    used = False
+    for var, raw in sorted(env.items()):
+        if var == POLICY_ENV:
+            builder.policy = None if raw == "" else Path(raw).expanduser()
+            used = True
+            continue
+        for section in SECTIONS:
+            head = f"{ENV_PREFIX}{section.upper()}_"
+            if var.startswith(head):
+                key = var[len(head):].lower()
+                builder.set(section, key, raw, f"from {var}", True)
+                used = True
+    if used:
+        builder.sources.append("environment")
+
+
+def _from_sandbox(builder: _Builder, env: Mapping[str, str]) -> None:
+    """Fill the cluster section from the running sandbox, where the user left it unset."""
+    from sandbox.state import SandboxNotRunning, load
+
+    work_dir = env.get("SELFHEAL_SANDBOX_DIR")
+    try:
+        state = load(Path(work_dir).expanduser() if work_dir else None)
+    except SandboxNotRunning:
+        return  # nothing configured and nothing running: require_bootstrap_servers() says so
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            f"the sandbox state file is unreadable ({exc}); bring the sandbox up again with "
+            "`selfheal sandbox up`, or set SELFHEAL_CLUSTER_BOOTSTRAP_SERVERS") from None
+    found = {
+        "bootstrap_servers": state.bootstrap_servers,
+        "zookeeper_connect": state.zookeeper_connect,
+        "mode": state.mode,
+        "cluster_id": state.cluster_id,
+        "exporter_urls": tuple(b.exporter_url for b in state.brokers if b.exporter_url),
+    }
+    for key, value in found.items():
+        if not builder.is_set("cluster", key) and value is not None:
+            builder.values["cluster"][key] = value
+    builder.sources.append(f"sandbox {state.path}")
+
+
+def load(path: str | Path | None = None, env: Mapping[str, str] | None = None,
+         use_sandbox: bool = True) -> Config:
+    """The configuration from defaults, ``path`` (else ``$SELFHEAL_CONFIG``) and ``env``."""
+    env = os.environ if env is None else env
+    builder = _Builder()
+    file = path if path is not None else env.get(CONFIG_ENV) or None
+    if file is not None:
+        _read_file(builder, Path(file).expanduser())
+    _read_env(builder, env)
+    if use_sandbox and not builder.is_set("cluster", "bootstrap_servers"):
+        _from_sandbox(builder, env)
+    cluster_servers = builder.values["cluster"].get("bootstrap_servers")
+    if not builder.is_set("bus", "bootstrap_servers") and cluster_servers:
+        builder.values["bus"]["bootstrap_servers"] = cluster_servers
+    sections = {name: cls(**builder.values[name]) for name, cls in SECTIONS.items()}
+    return Config(**sections, policy=builder.policy, sources=tuple(builder.sources))
