@@ -194,3 +194,26 @@ def test_random_transitions_never_leave_an_illegal_history(
         assert row is not None and row.state is state
     finally:
         store.close()
+
+
+def test_two_stores_on_one_file_start_an_action_exactly_once(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    first, second = ActionStore(path), ActionStore(path)  # as the executor and the service
+    aid = first.propose(parse_action(fix_offline())).row.id
+    first.transition(aid, State.APPROVED, "policy", "auto")
+    outcomes: list[str] = []
+
+    def start(store: ActionStore) -> None:
+        try:
+            store.transition(aid, State.EXECUTING, "executor", "start")
+            outcomes.append("started")
+        except IllegalTransition:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=start, args=(s,)) for s in (first, second) * 4]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["refused"] * 7 + ["started"]
+    assert second.get(aid).attempts == 1  # type: ignore[union-attr]
