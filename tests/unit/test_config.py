@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
 import pytest
 
-from remediation.config import Config, ConfigError, load
+from remediation.config import SECTIONS, Config, ConfigError, load
 from sandbox.state import SandboxState, ServerState
 
 
@@ -197,3 +198,17 @@ def test_topic_names_take_the_prefix_and_refuse_unknown_topics():
     assert config.topic("selfheal.dead-letter") == "selfheal.dead-letter"
     with pytest.raises(ValueError, match="unknown topic 'action'"):
         config.topic("action")
+
+
+EXAMPLE = Path(__file__).parents[2] / "remediation" / "selfheal.example.toml"
+
+
+def test_the_example_file_documents_every_key_with_its_default(no_sandbox):
+    text = EXAMPLE.read_text()
+    for section, cls in SECTIONS.items():
+        assert f"[{section}]" in text
+        for f in dataclasses.fields(cls):
+            assert re.search(rf"^#? ?{f.name} = ", text, re.MULTILINE), f"{section}.{f.name}"
+    example, defaults = load(EXAMPLE, no_sandbox), load(env=no_sandbox)
+    for section in SECTIONS:
+        assert getattr(example, section) == getattr(defaults, section), section
