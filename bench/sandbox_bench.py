@@ -1,7 +1,7 @@
 """Sandbox figures: time from `up` to ready, resident memory per JVM, fault detection.
 
 Brings up a ZooKeeper-mode and a KRaft-mode sandbox in turn (3 brokers x 2 log dirs),
-fails one log dir in each and times how long until DescribeLogDirs reports it offline.
+fails the log dir under partition 0's leader in each and times how long until DescribeLogDirs reports it offline.
 """
 
 from __future__ import annotations
@@ -24,11 +24,15 @@ def _one(mode: str) -> dict[str, object]:
             traffic.produce(state, "bench", 2000)
             rss = {f"{s.role}-{s.node_id}": processes.rss_bytes(s.pid or 0)
                    for s in state.servers()}
-            path = state.broker(0).log_dirs[0]
-            cluster.fail_disk(state, 0, "0")
+            # a dir with data under traffic: an idle dir is noticed only at Kafka's next
+            # write into it, which may be a minute away
+            victim = traffic.leader_of(state, "bench", 0)
+            path = traffic.log_dir_of(state, "bench", 0, victim)
+            cluster.fail_disk(state, victim, path)
             failed_at = time.monotonic()
             traffic.produce(state, "bench", 50)
-            while log_dir_errors(state, [0]).get(0, {}).get(path) != KAFKA_STORAGE_ERROR:
+            while (log_dir_errors(state, [victim]).get(victim, {}).get(path)
+                   != KAFKA_STORAGE_ERROR):
                 if time.monotonic() - failed_at > 60:
                     break
                 time.sleep(0.1)
