@@ -14,6 +14,7 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from remediation.executor.actions import Action, PartitionTarget
+from remediation.plan.formats import human_bytes
 from remediation.service.alerts import Alert
 
 if TYPE_CHECKING:
@@ -47,16 +48,6 @@ _STYLE = ("body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem aut
           "padding:0 1rem;line-height:1.45}li{font-family:ui-monospace,monospace}"
           ".risk{background:#fff4d6;padding:.6rem}.refused{background:#fde2e1;padding:.6rem}"
           "button{font-size:1.1rem;padding:.5rem 1.4rem}")
-
-
-def human_bytes(n: float) -> str:
-    """1536 -> '1.5 KiB'."""
-    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
-    k = 0
-    while abs(n) >= 1024 and k < len(units) - 1:
-        n /= 1024
-        k += 1
-    return f"{n:.0f} B" if k == 0 else f"{n:.1f} {units[k]}"
 
 
 def current_replicas(model: ClusterModel) -> dict[tuple[str, int], tuple[int, ...]]:
