@@ -47,7 +47,8 @@ def main() -> None:
     print(f"  {'mode':<7}{'up->ready':>11}{'dir offline in':>16}   resident memory per JVM")
     for mode in ("zk", "kraft"):
         r = _one(mode)
-        mem = ", ".join(f"{k} {v / 2**20:.0f} MiB" for k, v in r["rss"].items())  # type: ignore[union-attr]
+        rss: dict[str, int] = r["rss"]  # type: ignore[assignment]
+        mem = ", ".join(f"{k} {v / 2**20:.0f} MiB" for k, v in rss.items())
         print(f"  {r['mode']:<7}{r['ready_s']:>10.1f}s{r['detect_s']:>15.1f}s   {mem}")
 
 

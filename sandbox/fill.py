@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from sandbox.cluster import Progress, SandboxError, client_config, _quiet, resolve_dir
+from sandbox.cluster import Progress, SandboxError, _quiet, client_config, resolve_dir
 from sandbox.state import SandboxState
 from sandbox.status import kafka_admin
 
@@ -32,7 +32,8 @@ def fill_disk(
     if nbytes <= 0:
         raise SandboxError("--bytes must be positive")
     path = resolve_dir(state, broker_id, dir_ref)
-    topic = topic or f"selfheal-fill-b{broker_id}-d{state.broker(broker_id).log_dirs.index(path)}-{int(time.time())}"
+    index = state.broker(broker_id).log_dirs.index(path)
+    topic = topic or f"selfheal-fill-b{broker_id}-d{index}-{int(time.time())}"
     _create_on_broker(state, topic, partitions, broker_id)
     _pin_to_dir(state, topic, partitions, broker_id, path)
     progress(f"topic {topic}: {partitions} partitions on broker {broker_id}, dir {path}")

@@ -45,7 +45,8 @@ def test_auto_fix_runs_by_itself_when_policy_allows() -> None:
 
 @pytest.mark.parametrize("health,reason", [
     (ClusterHealth(brokers=6, failed_brokers=2), "2 brokers failing at once (limit 1)"),
-    (ClusterHealth(brokers=6, log_dirs=12, failed_log_dirs=4), "4 of 12 log dirs failing (33% > 25%)"),
+    (ClusterHealth(brokers=6, log_dirs=12, failed_log_dirs=4),
+     "4 of 12 log dirs failing (33% > 25%)"),
 ])
 def test_the_breaker_stops_auto_actions_and_pages(health: ClusterHealth, reason: str) -> None:
     decision = Policy().decide(parse_action(of_type("rebalance_leaders")), health, 0)

@@ -169,7 +169,8 @@ def test_one_store_is_safe_across_threads(store: ActionStore) -> None:
     assert len(store.audit(action.action_id)) == 8
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(type_=st.sampled_from(["fix_offline_replicas", "page_operator"]),
        targets=st.lists(st.sampled_from(list(State)), max_size=12))
 def test_random_transitions_never_leave_an_illegal_history(
