@@ -1,7 +1,8 @@
 """Sandbox figures: time from `up` to ready, resident memory per JVM, fault detection.
 
 Brings up a ZooKeeper-mode and a KRaft-mode sandbox in turn (3 brokers x 2 log dirs),
-fails the log dir under partition 0's leader in each and times how long until DescribeLogDirs reports it offline.
+fails the log dir under partition 0's leader in each and times how long until
+DescribeLogDirs reports it offline.
 """
 
 from __future__ import annotations
