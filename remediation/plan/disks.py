@@ -31,6 +31,13 @@ from remediation.plan.formats import (
 )
 
 DEFAULT_THRESHOLD = 1.10
+# Limits are floats over byte counts; a dir within this share of its limit is at it, so
+# float rounding never makes a balanced broker move a replica.
+TOLERANCE = 1e-9
+
+
+def over_limit(used: float, limit: float) -> bool:
+    return used > limit * (1 + TOLERANCE)
 
 
 @dataclass(slots=True)
@@ -108,7 +115,7 @@ def plan_disks(model: ClusterModel, threshold: float = DEFAULT_THRESHOLD) -> Dis
 
 def _over(dirs: list[DirUsage], threshold: float) -> bool:
     mean = mean_ratio(dirs)
-    return any(d.used > threshold * mean * d.capacity for d in dirs)
+    return any(over_limit(d.used, threshold * mean * d.capacity) for d in dirs)
 
 
 def _replicas_on(
@@ -142,7 +149,7 @@ def _balance(
     for source in sorted(dirs, key=lambda d: limit[d.path] - d.used):
         items = replicas[(broker, source.path)]
         sizes = [size for size, _ in items]
-        while source.used > limit[source.path]:
+        while over_limit(source.used, limit[source.path]):
             excess = source.used - limit[source.path]
             target = max((d for d in dirs if d is not source), key=lambda d: limit[d.path] - d.used)
             room = limit[target.path] - target.used
