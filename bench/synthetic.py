@@ -48,7 +48,9 @@ def generate(
         by_rack[r].append(b)
     dir_paths = [f"/data/d{d}" for d in range(dirs_per_broker)]
     weights = {b: [rng.uniform(0.3, 3.0) for _ in dir_paths] for b in range(brokers)}
-    failed = {b: dir_paths[0] for b in range(0, brokers, failed_dir_every)} if failed_dir_every else {}
+    failed = (
+        {b: dir_paths[0] for b in range(0, brokers, failed_dir_every)} if failed_dir_every else {}
+    )
     dead = set(range(brokers - dead_brokers, brokers))
     used: dict[tuple[int, str], int] = {}
 
@@ -91,10 +93,14 @@ def generate(
         dirs: list[dict[str, Any]] = []
         for path in dir_paths:
             if failed.get(b) == path:
-                dirs.append({"path": path, "online": False, "total_bytes": None, "usable_bytes": None})
+                dirs.append(
+                    {"path": path, "online": False, "total_bytes": None, "usable_bytes": None}
+                )
             else:
                 free = max(0, capacity - used.get((b, path), 0))
-                dirs.append({"path": path, "online": True, "total_bytes": capacity, "usable_bytes": free})
+                dirs.append(
+                    {"path": path, "online": True, "total_bytes": capacity, "usable_bytes": free}
+                )
         broker_docs.append({"id": b, "rack": rack_of[b], "alive": b not in dead, "log_dirs": dirs})
 
     topics = sorted({p["topic"] for p in parts})

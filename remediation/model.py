@@ -10,7 +10,15 @@ from functools import cached_property
 from pathlib import Path
 from typing import IO
 
-from schemas.snapshot import Broker, LogDir, Partition, Replica, Snapshot, load_snapshot
+from schemas.snapshot import (
+    Broker,
+    DirReplicas,
+    LogDir,
+    Partition,
+    Replica,
+    Snapshot,
+    load_snapshot,
+)
 
 DirKey = tuple[int, str]  # (broker id, log dir path)
 
@@ -50,20 +58,33 @@ class ClusterModel:
         return (broker, replica.log_dir) in self.offline_dirs
 
     @cached_property
-    def partitions_with_offline_replicas(self) -> tuple[int, ...]:
-        """Indexes into `partitions` of every partition with an offline replica."""
-        dead = {b for b in self.brokers if b not in self.alive}
-        suspect = dead | self.brokers_with_offline_dir
-        if not suspect:
-            return ()
-        is_offline = self.is_offline
-        found: list[int] = []
+    def replicas_by_dir(self) -> dict[tuple[int, str | None], DirReplicas]:
+        """What sits on each (broker, dir); dir None: replicas whose dir is unknown."""
+        if self.snapshot.replicas_by_dir:
+            return self.snapshot.replicas_by_dir  # the loader's, found while validating
+        found: dict[tuple[int, str | None], DirReplicas] = {}
+        for b, dirs in self.dirs.items():
+            for path in (*dirs, None):
+                found[(b, path)] = DirReplicas(b, path)
         for i, p in enumerate(self.partitions):
             for r in p.replicas:
-                if r.broker in suspect and is_offline(r):
-                    found.append(i)
-                    break
-        return tuple(found)
+                bucket = found[(r.broker, r.log_dir)]
+                bucket.sizes.append(r.size_bytes)
+                bucket.partitions.append(i)
+        return found
+
+    @cached_property
+    def partitions_with_offline_replicas(self) -> tuple[int, ...]:
+        """Indexes into `partitions` of every partition with an offline replica."""
+        found: set[int] = set()
+        for (b, path), bucket in self.replicas_by_dir.items():
+            if (
+                b not in self.alive
+                or (path is None and b in self.brokers_with_offline_dir)
+                or (b, path) in self.offline_dirs
+            ):
+                found.update(bucket.partitions)
+        return tuple(sorted(found))
 
     def can_host(self, broker: int) -> bool:
         """Alive with at least one online log dir."""
@@ -71,30 +92,34 @@ class ClusterModel:
 
     # --- load ------------------------------------------------------------------------
 
+    def replicas_on_dir(self, broker: int, path: str) -> list[tuple[int, int]]:
+        """(size, partition index) of the replicas on one dir; a new list each call."""
+        bucket = self.replicas_by_dir[(broker, path)]
+        return list(zip(bucket.sizes, bucket.partitions, strict=True))
+
     @cached_property
     def dir_bytes(self) -> dict[DirKey, int]:
-        """Bytes of known replicas on each log dir (every dir present, empty ones at 0)."""
-        used: dict[DirKey, int] = {(b, path): 0 for b, dirs in self.dirs.items() for path in dirs}
-        for p in self.partitions:
-            for r in p.replicas:
-                if r.log_dir is not None:
-                    used[(r.broker, r.log_dir)] += r.size_bytes
-        return used
+        """Bytes of known replicas on each log dir."""
+        return {
+            (b, path): sum(bucket.sizes)
+            for (b, path), bucket in self.replicas_by_dir.items()
+            if path is not None
+        }
 
     @cached_property
     def replica_counts(self) -> dict[int, int]:
+        """Replicas per broker (offline ones included)."""
         counts = dict.fromkeys(self.brokers, 0)
-        for p in self.partitions:
-            for r in p.replicas:
-                counts[r.broker] += 1
+        for (b, _), bucket in self.replicas_by_dir.items():
+            counts[b] += len(bucket.sizes)
         return counts
 
     @cached_property
     def broker_bytes(self) -> dict[int, int]:
+        """Bytes of replicas per broker."""
         total = dict.fromkeys(self.brokers, 0)
-        for p in self.partitions:
-            for r in p.replicas:
-                total[r.broker] += r.size_bytes
+        for (b, _), bucket in self.replicas_by_dir.items():
+            total[b] += sum(bucket.sizes)
         return total
 
     def free_bytes(self, broker: int, path: str) -> int | None:

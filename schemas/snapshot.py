@@ -13,7 +13,7 @@ import gc
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -88,6 +88,17 @@ class ConsumerGroup:
     members: tuple[Member, ...]
 
 
+@dataclass(slots=True)
+class DirReplicas:
+    """The replicas on one log dir of one broker (`path` None: those whose dir is
+    unknown), as the loader met them while checking that the dir exists."""
+
+    broker: int
+    path: str | None
+    sizes: list[int] = field(default_factory=list)
+    partitions: list[int] = field(default_factory=list)  # indexes into Snapshot.partitions
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     cluster_id: str
@@ -96,6 +107,11 @@ class Snapshot:
     partitions: tuple[Partition, ...]
     consumer_groups: tuple[ConsumerGroup, ...] = ()
     version: int = SNAPSHOT_VERSION
+    # Derived, not part of the document: every (broker, dir) of the brokers, empty ones
+    # too, with what the loader found there. Empty when the snapshot was built by hand.
+    replicas_by_dir: dict[tuple[int, str | None], DirReplicas] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
 
 # --- loading -------------------------------------------------------------------------
@@ -289,7 +305,9 @@ class _Reader:
     """One pass over the document: structure and cross-references, in document order."""
 
     def __init__(self) -> None:
-        self.dirs_by_broker: dict[int, frozenset[str]] = {}
+        # broker -> dir path (None: unknown) -> what sits there. Replicas take the
+        # broker's path string objects: less memory, hashes computed once.
+        self.dirs_by_broker: dict[int, dict[str | None, DirReplicas]] = {}
 
     def snapshot(self, doc: Any) -> Snapshot:
         _, cluster_id, taken_at, brokers, partitions, groups = _fields(doc, _TOP, "$")
@@ -307,6 +325,11 @@ class _Reader:
             consumer_groups=tuple(
                 self.group(g, f"consumer_groups[{i}]") for i, g in enumerate(groups)
             ),
+            replicas_by_dir={
+                (b, path): found
+                for b, dirs in self.dirs_by_broker.items()
+                for path, found in dirs.items()
+            },
         )
 
     def broker(self, obj: Any, path: str, first_at: dict[int, int]) -> Broker:
@@ -330,7 +353,11 @@ class _Reader:
                 )
             seen.add(dir_path)
             dirs.append(LogDir(dir_path, online, total, usable))
-        self.dirs_by_broker[broker_id] = frozenset(seen)
+        found: dict[str | None, DirReplicas] = {
+            d.path: DirReplicas(broker_id, d.path) for d in dirs
+        }
+        found[None] = DirReplicas(broker_id, None)
+        self.dirs_by_broker[broker_id] = found
         return Broker(broker_id, rack, alive, tuple(dirs))
 
     def partitions(self, raw: list[Any]) -> tuple[Partition, ...]:
@@ -339,6 +366,7 @@ class _Reader:
         # field (or accepts 3.0 as 3, as JSON Schema does). Indexes for error paths are
         # recomputed only when an error is raised.
         dirs_by_broker = self.dirs_by_broker
+        topics: dict[str, str] = {}  # one string object per topic name
         first_at: dict[tuple[str, int], int] = {}
         out: list[Partition] = []
         append = out.append
@@ -361,6 +389,7 @@ class _Reader:
                 topic, number, leader, isr, raw_replicas = _fields(
                     obj, _PARTITION, f"partitions[{i}]"
                 )
+            topic = topics.setdefault(topic, topic)
             key = (topic, number)
             if key in first_at:
                 raise SnapshotError(
@@ -396,13 +425,17 @@ class _Reader:
                     )
                 if log_dir is missing:
                     log_dir = None
-                elif log_dir is not None and log_dir not in dirs:
+                found = dirs.get(log_dir)
+                if found is None:
                     where = f"partitions[{i}].replicas[{_index_of(raw_replicas, r)}]"
                     raise SnapshotError(
                         f"{where}.log_dir",
                         f"{log_dir} is not a log dir of broker {broker}",
                         "consistency",
                     )
+                log_dir = found.path
+                found.sizes.append(size)
+                found.partitions.append(i)
                 if broker in brokers:
                     where = f"partitions[{i}].replicas[{_index_of(raw_replicas, r)}]"
                     raise SnapshotError(

@@ -9,8 +9,9 @@ one member, to keep co-partitioning), then the rest go out as plain ranges.
 
 `cooperative-sticky` has no previous assignment to stick to in a snapshot, so it is a
 fresh balanced assignment: every member gets floor or ceil of the partitions when all
-subscribe to the same topics (otherwise greedy by fewest eligible members, then moves
-from the fullest to members with two fewer), and among the assignments with those counts
+subscribe to the same topics (otherwise the most even counts the subscriptions allow:
+no partition can pass, directly or along a chain, to an eligible member with two
+fewer), and among the assignments with those counts
 one with the fewest cross-rack partitions, found as a min-cost flow over classes of
 interchangeable partitions and members. The Java assignor reaches balance by a
 different search, so the two can differ partition by partition; the counts and the
@@ -263,30 +264,50 @@ def assign_cooperative_sticky(
 def _balanced_counts(
     members: list[Member], topics_of: dict[str, frozenset[str]], partitions: list[TopicPartition]
 ) -> dict[str, int]:
-    """Per-member counts for mixed subscriptions: greedy, then single moves from a member
-    to an eligible one with two fewer until none is left."""
+    """Per-member counts for mixed subscriptions: greedy by fewest eligible members, then
+    shortest chains of hand-offs from a member to an eligible one with two fewer, until
+    there is none (the most even counts the subscriptions allow)."""
     eligible = {
         t: [m.member_id for m in members if t in topics_of[m.member_id]]
         for t in {tp.topic for tp in partitions}
     }
-    owner: dict[TopicPartition, str] = {}
-    count = dict.fromkeys(topics_of, 0)
+    owned: dict[str, set[TopicPartition]] = {m: set() for m in topics_of}
     for tp in sorted(partitions, key=lambda tp: (len(eligible[tp.topic]), tp)):
-        m = min(eligible[tp.topic], key=lambda c: count[c])
-        owner[tp] = m
-        count[m] += 1
-    moved = True
-    while moved:
-        moved = False
-        for tp in partitions:
-            m = owner[tp]
-            light = min(eligible[tp.topic], key=lambda c: count[c])
-            if count[light] <= count[m] - 2:
-                owner[tp] = light
-                count[m] -= 1
-                count[light] += 1
-                moved = True
-    return count
+        owned[min(eligible[tp.topic], key=lambda c: len(owned[c]))].add(tp)
+
+    def chain_from(a: str) -> list[tuple[TopicPartition, str, str]]:
+        parent: dict[str, tuple[str, TopicPartition] | None] = {a: None}
+        frontier = [a]
+        while frontier:
+            nxt: list[str] = []
+            for x in frontier:
+                for tp in sorted(owned[x]):
+                    for y in eligible[tp.topic]:
+                        if y in parent:
+                            continue
+                        parent[y] = (x, tp)
+                        if len(owned[y]) <= len(owned[a]) - 2:
+                            steps: list[tuple[TopicPartition, str, str]] = []
+                            node = y
+                            while (step := parent[node]) is not None:
+                                steps.append((step[1], step[0], node))
+                                node = step[0]
+                            return steps
+                        nxt.append(y)
+            frontier = nxt
+        return []
+
+    improved = True
+    while improved:
+        improved = False
+        for a in sorted(owned, key=lambda m: -len(owned[m])):
+            for tp, giver, taker in chain_from(a):
+                owned[giver].discard(tp)
+                owned[taker].add(tp)
+                improved = True
+            if improved:
+                break
+    return {m: len(tps) for m, tps in owned.items()}
 
 
 def _most_local(

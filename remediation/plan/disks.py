@@ -92,14 +92,13 @@ def plan_disks(model: ClusterModel, threshold: float = DEFAULT_THRESHOLD) -> Dis
         if len(dirs) > 1 and _over(dirs, threshold):
             todo[broker] = dirs
 
-    replicas = _replicas_on(model, todo)
     moves: list[DirMove] = []
+    targets: dict[int, dict[int, str]] = {}  # partition index -> broker -> new dir
     for broker, dirs in todo.items():
-        moved = _balance(broker, dirs, threshold, replicas)
-        moves.extend(
-            DirMove(model.partitions[i].topic, model.partitions[i].partition, broker, s, t, n)
-            for i, s, t, n in moved
-        )
+        for i, source, target, size in _balance(model, broker, dirs, threshold):
+            p = model.partitions[i]
+            moves.append(DirMove(p.topic, p.partition, broker, source, target, size))
+            targets.setdefault(i, {})[broker] = target
         if _over(dirs, threshold):
             worst = max(dirs, key=lambda d: d.ratio)
             skipped.append(
@@ -110,7 +109,7 @@ def plan_disks(model: ClusterModel, threshold: float = DEFAULT_THRESHOLD) -> Dis
                     "in another dir's room (the moves that help are planned)",
                 )
             )
-    return DiskPlan(_reassignment(model, moves), tuple(skipped), tuple(moves))
+    return DiskPlan(_reassignment(model, targets), tuple(skipped), tuple(moves))
 
 
 def _over(dirs: list[DirUsage], threshold: float) -> bool:
@@ -118,36 +117,17 @@ def _over(dirs: list[DirUsage], threshold: float) -> bool:
     return any(over_limit(d.used, threshold * mean * d.capacity) for d in dirs)
 
 
-def _replicas_on(
-    model: ClusterModel, todo: dict[int, list[DirUsage]]
-) -> dict[tuple[int, str], list[tuple[int, int]]]:
-    """(size, partition index) of the replicas on each dir of the brokers to balance."""
-    found: dict[tuple[int, str], list[tuple[int, int]]] = {
-        (b, d.path): [] for b, dirs in todo.items() for d in dirs
-    }
-    if not found:
-        return found
-    for i, p in enumerate(model.partitions):
-        for r in p.replicas:
-            if r.broker in todo and r.log_dir is not None:
-                found[(r.broker, r.log_dir)].append((r.size_bytes, i))
-    for items in found.values():
-        items.sort()
-    return found
-
-
 def _balance(
-    broker: int,
-    dirs: list[DirUsage],
-    threshold: float,
-    replicas: dict[tuple[int, str], list[tuple[int, int]]],
+    model: ClusterModel, broker: int, dirs: list[DirUsage], threshold: float
 ) -> list[tuple[int, str, str, int]]:
     """Move replicas between the dirs of one broker; returns (partition, from, to, bytes)."""
     mean = mean_ratio(dirs)
     limit = {d.path: threshold * mean * d.capacity for d in dirs}
     moved: list[tuple[int, str, str, int]] = []
     for source in sorted(dirs, key=lambda d: limit[d.path] - d.used):
-        items = replicas[(broker, source.path)]
+        if not over_limit(source.used, limit[source.path]):
+            break  # sorted by room: the rest are within their limits
+        items = sorted(model.replicas_on_dir(broker, source.path))
         sizes = [size for size, _ in items]
         while over_limit(source.used, limit[source.path]):
             excess = source.used - limit[source.path]
@@ -168,12 +148,8 @@ def _balance(
     return moved
 
 
-def _reassignment(model: ClusterModel, moves: list[DirMove]) -> Reassignment:
+def _reassignment(model: ClusterModel, targets: dict[int, dict[int, str]]) -> Reassignment:
     # One entry per partition: its replica list unchanged, the moved replicas' new dirs.
-    index = model.partition_index()
-    targets: dict[int, dict[int, str]] = {}
-    for m in moves:
-        targets.setdefault(index[(m.topic, m.partition)], {})[m.broker] = m.target
     out: list[PartitionAssignment] = []
     for i in sorted(targets):
         p = model.partitions[i]
@@ -208,8 +184,7 @@ def explain(model: ClusterModel, plan: DiskPlan, threshold: float = DEFAULT_THRE
             f"  broker {broker}: fullest dir {peak_before:.2f}x -> {peak_after:.2f}x the mean"
         )
         for m in by_broker[broker]:
-            lines.append(
-                f"    {m.topic}-{m.partition}: {m.source} -> {m.target} ({human_bytes(m.size_bytes)})"
-            )
+            size = human_bytes(m.size_bytes)
+            lines.append(f"    {m.topic}-{m.partition}: {m.source} -> {m.target} ({size})")
     lines += [f"  skipped broker {s.broker}: {s.reason}" for s in plan.skipped]
     return "\n".join(lines)

@@ -76,13 +76,12 @@ class _Dirs:
     def take(self, broker: int, size: int) -> str:
         if broker not in self.free:
             model = self.model
-            used = model.dir_bytes
             free: dict[str, int] = {}
             for path, d in model.dirs[broker].items():
                 if d.online:
                     known = model.free_bytes(broker, path)
                     # No sizes at all: the least used dir is the one with most room.
-                    free[path] = known if known is not None else -used[(broker, path)]
+                    free[path] = known if known is not None else -model.dir_bytes[(broker, path)]
             self.free[broker] = free
         free = self.free[broker]
         path = max(sorted(free), key=lambda p: free[p])

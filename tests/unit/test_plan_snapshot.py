@@ -160,24 +160,24 @@ def test_offline_replicas_follow_the_rule_dead_broker_offline_dir_or_unknown_dir
         (mutate("brokers[0].id", True), "brokers[0].id", "expected an integer, got true"),
         (mutate("brokers[1].id", 0), "brokers[1].id", "broker 0 appears twice"),
         (mutate("brokers[0].alive", "yes"), "brokers[0].alive", "expected true or false"),
-        (mutate("brokers[0].log_dirs[0].total_bytes", -1), "brokers[0].log_dirs[0].total_bytes", ">= 0"),
+        (mutate("brokers[0].log_dirs[0].total_bytes", -1), "brokers[0].log_dirs[0].total_bytes", ">= 0"),  # noqa: E501
         (mutate("brokers[0].log_dirs[0].size", 1), "brokers[0].log_dirs[0].size", "unknown field"),
         (mutate("partitions[0].replicas[1].broker", 7), "partitions[0].replicas[1].broker",
          "broker 7 is not in brokers"),
         (mutate("partitions[1].partition", 0), "partitions[1].partition", "t-0 appears twice"),
-        (mutate("partitions[0].replicas[1].log_dir", "/data/d9"), "partitions[0].replicas[1].log_dir",
+        (mutate("partitions[0].replicas[1].log_dir", "/data/d9"), "partitions[0].replicas[1].log_dir",  # noqa: E501
          "/data/d9 is not a log dir of broker 1"),
         (mutate("partitions[0].replicas[1].broker", 0), "partitions[0].replicas[1].broker",
          "broker 0 holds two replicas of t-0"),
-        (mutate("partitions[0].replicas[1].size_bytes", 1.5), "partitions[0].replicas[1].size_bytes",
+        (mutate("partitions[0].replicas[1].size_bytes", 1.5), "partitions[0].replicas[1].size_bytes",  # noqa: E501
          "expected an integer, got 1.5"),
         (mutate("partitions[0].replicas", []), "partitions[0].replicas", "at least one replica"),
-        (mutate("partitions[1].leader", 0), "partitions[1].leader", "broker 0 is not a replica of t-1"),
+        (mutate("partitions[1].leader", 0), "partitions[1].leader", "broker 0 is not a replica of t-1"),  # noqa: E501
         (mutate("partitions[0].leader", -2), "partitions[0].leader", ">= -1"),
         (mutate("partitions[0].isr", [0, 5]), "partitions[0].isr[1]", "broker 5 is not a replica"),
         (mutate("partitions[0].topic", ""), "partitions[0].topic", "must not be empty"),
         (mutate("partitions[1]", 3), "partitions[1]", "expected an object, got integer"),
-        (mutate("consumer_groups[0].members[0].topics", "t"), "consumer_groups[0].members[0].topics",
+        (mutate("consumer_groups[0].members[0].topics", "t"), "consumer_groups[0].members[0].topics",  # noqa: E501
          "expected an array"),
     ],
 )  # fmt: skip
