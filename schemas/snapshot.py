@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,6 +218,11 @@ _MEMBER: tuple[_Field, ...] = (
 _MISSING: Any = object()
 
 
+def _slot_setters(cls: type, *names: str) -> tuple[Callable[[Any, Any], None], ...]:
+    """Setters of a slots dataclass's fields (see _Reader.partitions for why)."""
+    return tuple(vars(cls)[name].__set__ for name in names)
+
+
 def _index_of(items: list[Any], item: Any) -> int:
     return next(k for k, x in enumerate(items) if x is item)
 
@@ -371,6 +376,14 @@ class _Reader:
         out: list[Partition] = []
         append = out.append
         missing = _MISSING
+        # A frozen dataclass's __init__ sets each field through object.__setattr__;
+        # filling the slots directly builds the same (still frozen) records twice as
+        # fast, which is a tenth of a second on 300,000 replicas.
+        new = object.__new__
+        r_broker, r_dir, r_size = _slot_setters(Replica, "broker", "log_dir", "size_bytes")
+        p_topic, p_number, p_leader, p_isr, p_replicas = _slot_setters(
+            Partition, "topic", "partition", "leader", "isr", "replicas"
+        )
         for i, obj in enumerate(raw):
             if (
                 type(obj) is dict
@@ -444,7 +457,11 @@ class _Reader:
                         "consistency",
                     )
                 brokers.append(broker)
-                replicas.append(Replica(broker, log_dir, size))
+                replica = new(Replica)
+                r_broker(replica, broker)
+                r_dir(replica, log_dir)
+                r_size(replica, size)
+                replicas.append(replica)
             if leader != NO_LEADER and leader not in brokers:
                 raise SnapshotError(
                     f"partitions[{i}].leader",
@@ -458,7 +475,13 @@ class _Reader:
                         for k, m in enumerate(isr)
                     ]
                     break
-            append(Partition(topic, number, leader, tuple(isr), tuple(replicas)))
+            record = new(Partition)
+            p_topic(record, topic)
+            p_number(record, number)
+            p_leader(record, leader)
+            p_isr(record, tuple(isr))
+            p_replicas(record, tuple(replicas))
+            append(record)
         return tuple(out)
 
     @staticmethod

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from remediation.model import ClusterModel
 from remediation.plan.formats import (
@@ -163,30 +163,32 @@ def _direct_moves(state: _Leadership) -> None:
     count = state.count
     floor, extra = divmod(sum(count.values()), len(count))
     ceiling = floor + (1 if extra else 0)
-    passes: list[Callable[[int, int], bool]] = [
-        lambda ca, cb: ca > ceiling and cb < floor,
-        lambda ca, cb: ca > ceiling,
-        lambda ca, cb: cb < floor,
-    ]
-    for allowed in passes:
-        _direct_pass(state, allowed)
+    _direct_pass(state, source_over=ceiling, target_under=floor)
+    _direct_pass(state, source_over=ceiling, target_under=None)
+    _direct_pass(state, source_over=None, target_under=floor)
 
 
-def _direct_pass(state: _Leadership, allowed: Callable[[int, int], bool]) -> None:
-    count = state.count
+def _direct_pass(state: _Leadership, source_over: int | None, target_under: int | None) -> None:
+    """Single hand-offs from brokers with more than `source_over` leaders (any, if None)
+    to candidates with fewer than `target_under` (any) and at least two fewer."""
+    count, candidates, density = state.count, state.candidates, state.density
+
+    def limit(ca: int) -> int:
+        """Most leaders a target may have for a source with `ca` (-1: cannot give)."""
+        if source_over is not None and ca <= source_over:
+            return -1
+        top = ca - 2
+        return top if target_under is None else min(top, target_under - 1)
 
     def best_target(i: int, a: int) -> int:
-        ca = count[a]
-        best = -1
-        for b in state.candidates[i]:
+        best, best_count = -1, limit(count[a])
+        for b in candidates[i]:
             cb = count[b]
-            if (
-                b != a
-                and cb <= ca - 2
-                and allowed(ca, cb)
-                and (best < 0 or (cb, state.density(b)) < (count[best], state.density(best)))
-            ):
-                best = b
+            if b == a or cb > best_count:
+                continue
+            if cb == best_count and best >= 0 and density(b) >= density(best):
+                continue  # a tie: keep the one on the lighter rack
+            best, best_count = b, cb
         return best
 
     moved = True
@@ -196,7 +198,7 @@ def _direct_pass(state: _Leadership, allowed: Callable[[int, int], bool]) -> Non
         # stays a safe bound for skipping brokers that cannot give.
         low = min(count.values())
         for a in sorted(count, key=lambda b: -count[b]):
-            if count[a] < low + 2 or not allowed(count[a], low):
+            if limit(count[a]) < low:
                 continue
             # The lightest target first; an offer whose target got heavier since it
             # was made goes back in the queue at its new weight.
@@ -204,15 +206,15 @@ def _direct_pass(state: _Leadership, allowed: Callable[[int, int], bool]) -> Non
             for i in state.led[a]:
                 b = best_target(i, a)
                 if b >= 0:
-                    offers.append((count[b], state.density(b), i))
+                    offers.append((count[b], density(b), i))
             heapq.heapify(offers)
             while offers:
                 weight, dens, i = heapq.heappop(offers)
                 b = best_target(i, a)
                 if b < 0:
                     continue
-                if (count[b], state.density(b)) > (weight, dens):
-                    heapq.heappush(offers, (count[b], state.density(b), i))
+                if (count[b], density(b)) > (weight, dens):
+                    heapq.heappush(offers, (count[b], density(b), i))
                     continue
                 state.move(i, b)
                 moved = True
@@ -332,7 +334,7 @@ def _undo_detours(state: _Leadership) -> None:
         state.move(i, to)
         track(i, True)
 
-    for i in range(len(leader)):
+    for i in [i for i, (b, o) in enumerate(zip(leader, original, strict=True)) if b != o]:
         track(i, True)
 
     def undo(p: int) -> list[tuple[int, int]]:

@@ -4,6 +4,7 @@ and names the first bad field."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import subprocess
 from pathlib import Path
@@ -18,6 +19,7 @@ from remediation.model import ClusterModel
 from schemas.snapshot import (
     SCHEMA_PATH,
     Broker,
+    Partition,
     Replica,
     SnapshotError,
     parse_snapshot,
@@ -110,6 +112,12 @@ def test_the_issue_example_loads_into_typed_records():
     assert snap.partitions[1].replicas[0].log_dir is None
     assert snap.consumer_groups[0].members[0].rack == "r1"
     assert VALIDATOR.is_valid(EXAMPLE)
+    # Built by filling slots directly, the records are still frozen and compare as usual.
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        snap.partitions[0].replicas[0].broker = 5  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        snap.partitions[0].leader = 1  # type: ignore[misc]
+    assert snap.partitions[1] == Partition("t", 1, -1, (), (Replica(2, None, 0),))
 
 
 def test_consumer_groups_may_be_absent():
