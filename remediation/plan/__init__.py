@@ -1,0 +1,32 @@
+"""The planners: a cluster model in, a plan out, in the formats Kafka's tools read.
+
+Pure functions, no I/O; `selfheal plan ...` (remediation/plan/cli.py) is a thin shell
+over them:
+
+    model = ClusterModel.load("snapshot.json")
+    plan_offline(model).to_json()          # kafka-reassign-partitions.sh JSON
+    plan_disks(model, threshold=1.10)      # intra-broker log-dir moves
+    plan_leaders(model).election_json()    # kafka-leader-election.sh JSON
+    plan_consumers(model, "group", "range")
+    assign_replicas({0: "r1", 1: "r2"}, partitions=6, replication_factor=2, start_index=0)
+"""
+
+from __future__ import annotations
+
+from remediation.model import ClusterModel
+from remediation.plan.consumers import plan_consumers
+from remediation.plan.disks import plan_disks
+from remediation.plan.errors import PlanError
+from remediation.plan.leaders import plan_leaders
+from remediation.plan.offline import plan_offline
+from remediation.plan.replicas import assign_replicas
+
+__all__ = [
+    "ClusterModel",
+    "PlanError",
+    "assign_replicas",
+    "plan_consumers",
+    "plan_disks",
+    "plan_leaders",
+    "plan_offline",
+]

@@ -22,6 +22,24 @@ from schemas.snapshot import SnapshotError
 
 Handler = Callable[[argparse.Namespace], int]
 
+# How an operator runs each plan by hand (with the plan saved as plan.json).
+_BY_HAND = {
+    "replicas": "create the topic with it: kafka-topics.sh --create --topic T "
+    "--replica-assignment <lists from plan.json>, or reassign: kafka-reassign-partitions.sh "
+    "--execute --reassignment-json-file plan.json",
+    "offline": "run by hand: kafka-reassign-partitions.sh --bootstrap-server B --execute "
+    "--reassignment-json-file plan.json (add --throttle to cap the copy rate)",
+    "disks": "run by hand: kafka-reassign-partitions.sh --bootstrap-server B --execute "
+    "--reassignment-json-file plan.json (throttle with the broker config "
+    "replica.alter.log.dirs.io.max.bytes.per.second)",
+    "leaders": "run by hand: jq .reassignment plan.json > r.json; kafka-reassign-partitions.sh "
+    "--bootstrap-server B --execute --reassignment-json-file r.json; then jq .election "
+    "plan.json > e.json; kafka-leader-election.sh --bootstrap-server B --election-type "
+    "PREFERRED --path-to-json-file e.json",
+    "consumers": "the assignment takes effect through the group's assignor "
+    "(client.rack set on each member, partition.assignment.strategy to match)",
+}
+
 
 def register(subparsers: Any) -> None:
     """Add `plan` and its five sub-commands to the `selfheal` parser."""
@@ -128,12 +146,13 @@ def _snapshot(args: argparse.Namespace) -> Iterator[ClusterModel]:
             gc.enable()
 
 
-def _emit(plan_json: dict[str, Any], explanation: str | None) -> int:
+def _emit(plan_json: dict[str, Any], explanation: str | None, command: str) -> int:
     # dumps (not dump): one call into the C encoder instead of Python-level chunks.
     sys.stdout.write(json.dumps(plan_json) + "\n")
     sys.stdout.flush()
     if explanation is not None:
         print(explanation, file=sys.stderr)
+        print(_BY_HAND[command], file=sys.stderr)
     return 0
 
 
@@ -174,32 +193,33 @@ def _replicas(args: argparse.Namespace) -> int:
             topic=args.topic,
             ignore_racks=args.ignore_racks,
         )
-    return _emit(plan.to_json(), replicas.explain(plan, brokers) if args.explain else None)
+    text = replicas.explain(plan, brokers) if args.explain else None
+    return _emit(plan.to_json(), text, "replicas")
 
 
 def _offline(args: argparse.Namespace) -> int:
     with _snapshot(args) as model:
         plan = offline.plan_offline(model)
         text = offline.explain(model, plan) if args.explain else None
-        return _emit(plan.to_json(), text)
+        return _emit(plan.to_json(), text, "offline")
 
 
 def _disks(args: argparse.Namespace) -> int:
     with _snapshot(args) as model:
         plan = disks.plan_disks(model, args.threshold)
         text = disks.explain(model, plan, args.threshold) if args.explain else None
-        return _emit(plan.to_json(), text)
+        return _emit(plan.to_json(), text, "disks")
 
 
 def _leaders(args: argparse.Namespace) -> int:
     with _snapshot(args) as model:
         plan = leaders.plan_leaders(model)
         text = leaders.explain(model, plan) if args.explain else None
-        return _emit(plan.to_json(), text)
+        return _emit(plan.to_json(), text, "leaders")
 
 
 def _consumers(args: argparse.Namespace) -> int:
     with _snapshot(args) as model:
         plan = consumers.plan_consumers(model, args.group, args.strategy)
         text = consumers.explain(model, plan) if args.explain else None
-        return _emit(plan.to_json(), text)
+        return _emit(plan.to_json(), text, "consumers")
