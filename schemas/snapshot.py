@@ -156,7 +156,9 @@ def parse_snapshot(text: str | bytes) -> Snapshot:
             ) from exc
         except UnicodeDecodeError as exc:
             raise SnapshotError("$", f"not UTF-8 text: {exc.reason}", "json") from exc
-        return snapshot_from_dict(doc)
+        # The decoded document is ours: let the reader drop each partition's dicts once
+        # its record is built, so the memory is reused instead of the heap doubling.
+        return _Reader(consume=True).snapshot(doc)
 
 
 def snapshot_from_dict(doc: Any) -> Snapshot:
@@ -309,7 +311,8 @@ def _fields(obj: Any, spec: tuple[_Field, ...], path: str) -> list[Any]:
 class _Reader:
     """One pass over the document: structure and cross-references, in document order."""
 
-    def __init__(self) -> None:
+    def __init__(self, consume: bool = False) -> None:
+        self.consume = consume
         # broker -> dir path (None: unknown) -> what sits there. Replicas take the
         # broker's path string objects: less memory, hashes computed once.
         self.dirs_by_broker: dict[int, dict[str | None, DirReplicas]] = {}
@@ -371,6 +374,7 @@ class _Reader:
         # field (or accepts 3.0 as 3, as JSON Schema does). Indexes for error paths are
         # recomputed only when an error is raised.
         dirs_by_broker = self.dirs_by_broker
+        consume = self.consume
         topics: dict[str, str] = {}  # one string object per topic name
         first_at: dict[tuple[str, int], int] = {}
         out: list[Partition] = []
@@ -482,6 +486,8 @@ class _Reader:
             p_isr(record, tuple(isr))
             p_replicas(record, tuple(replicas))
             append(record)
+            if consume:
+                raw[i] = None
         return tuple(out)
 
     @staticmethod
