@@ -5,6 +5,7 @@ Full size: 1,000 brokers x 12 log dirs over 10 racks, 100,000 partitions at RF 3
 Each run is the real CLI in a fresh process, stdout discarded: wall time from spawn to
 exit (interpreter start, reading and validating the snapshot, planning, writing the
 JSON) and that process's peak RSS (wait4). The target: under 2 s and 2 GiB each.
+The machine is shared, so each figure is run several times; best and median are shown.
 """
 
 from __future__ import annotations
@@ -45,10 +46,10 @@ def measure(command: list[str]) -> tuple[float, int, int]:
     return wall, rss, proc.returncode
 
 
-def main(repeats: int = 3) -> None:
+def main(repeats: int = 5) -> None:
     work = Path(tempfile.mkdtemp(prefix="selfheal-bench-"))
     try:
-        rows: list[tuple[str, str, float, int, bool]] = []
+        rows: list[tuple[str, str, float, float, int, bool]] = []
         for label, size in SIZES:
             t = time.perf_counter()
             path = synthetic.write(work / f"snapshot-{label.replace('/', '_')}.json", **size)
@@ -64,15 +65,19 @@ def main(repeats: int = 3) -> None:
                     for _ in range(repeats)
                 ]
                 ok = all(code == 0 for _, _, code in runs)
-                wall = min(w for w, _, _ in runs)  # the least disturbed run
+                walls = sorted(w for w, _, _ in runs)
                 rss = max(r for _, r, _ in runs)
-                rows.append((planner, label, wall, rss, ok))
+                rows.append((planner, label, walls[0], walls[len(walls) // 2], rss, ok))
         print()
-        wall_head = f"wall s (best of {repeats})"
-        print(f"{'planner':<10}{'size':<7}{wall_head:>20}{'peak RSS MiB':>15}  under 2 s and 2 GiB")
-        for planner, label, wall, rss, ok in rows:
-            verdict = "yes" if ok and wall < LIMIT_SECONDS and rss < LIMIT_BYTES else "NO"
-            print(f"{planner:<10}{label:<7}{wall:>20.2f}{rss / (1 << 20):>15.0f}  {verdict}")
+        print(f"wall time over {repeats} runs each; peak RSS is the largest of them")
+        head = f"{'planner':<10}{'size':<7}{'best s':>8}{'median s':>10}{'peak RSS MiB':>14}"
+        print(f"{head}  under 2 s and 2 GiB (median)")
+        for planner, label, best, median, rss, ok in rows:
+            verdict = "yes" if ok and median < LIMIT_SECONDS and rss < LIMIT_BYTES else "NO"
+            print(
+                f"{planner:<10}{label:<7}{best:>8.2f}{median:>10.2f}{rss / (1 << 20):>14.0f}"
+                f"  {verdict}"
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
