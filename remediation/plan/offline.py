@@ -108,26 +108,28 @@ def plan_offline(model: ClusterModel) -> OfflinePlan:
         size = max(r.size_bytes for r in p.replicas)
         exclude = {r.broker for r in p.replicas}
         racks = {model.rack_of[r.broker] for r in kept}
-        new: list[tuple[int, str]] = []
+        picks: list[tuple[int, _Load]] = []
         for _ in range(len(p.replicas) - len(kept)):
             found = _pick((primary, fallback), racks, exclude)
             if found is None:
                 break
-            pick, load = found
-            load.add(pick, size)
-            exclude.add(pick)
-            racks.add(model.rack_of[pick])
-            new.append((pick, dirs.take(pick, size) if load is primary else ANY_DIR))
-        if len(kept) + len(new) < len(p.replicas):
+            picks.append(found)
+            exclude.add(found[0])
+            racks.add(model.rack_of[found[0]])
+        if len(kept) + len(picks) < len(p.replicas):
             unrecoverable.append(
                 _unrecoverable(
                     p,
-                    f"only {len(new)} of the {len(p.replicas) - len(kept)} replacement "
+                    f"only {len(picks)} of the {len(p.replicas) - len(kept)} replacement "
                     "replicas fit: too few alive brokers with an online dir outside the "
                     "partition; add brokers or lower the replication factor",
                 )
             )
-            continue
+            continue  # nothing booked: the brokers' load stays as it was
+        new: list[tuple[int, str]] = []
+        for pick, load in picks:
+            load.add(pick, size)
+            new.append((pick, dirs.take(pick, size) if load is primary else ANY_DIR))
         planned.append(_assignment(p, [r.broker for r in kept], new))
     return OfflinePlan(Reassignment(tuple(planned)), tuple(unrecoverable))
 

@@ -205,3 +205,14 @@ def test_model_offline_detection_matches_the_issue_rule():
     )
     m: ClusterModel = model(d)
     assert [m.is_offline(r) for r in m.partitions[0].replicas] == [True, False, True, False]
+
+
+def test_a_partition_left_to_the_operator_books_no_load():
+    # t-0 (RF 4) needs two new replicas and only broker 4 is free: not planned. t-1 then
+    # needs one; broker 4 must still look empty, so it wins over broker 1.
+    brokers = [broker(0, "a"), broker(1, "b"), broker(2, "c", alive=False)]
+    brokers += [broker(3, "d", alive=False), broker(4, "e")]
+    parts = [partition("t", 0, [0, 1, 2, 3], isr=[0, 1]), partition("t", 1, [0, 2], isr=[0])]
+    plan = plan_offline(model(doc(brokers, parts)))
+    assert [(u.topic, u.partition) for u in plan.unrecoverable] == [("t", 0)]
+    assert [a.replicas for a in plan.reassignment.partitions] == [(0, 4)]
