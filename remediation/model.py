@@ -1,7 +1,8 @@
 """The cluster model: one snapshot plus the indexes every planner asks for.
 
-Indexes that only some planners need are computed on first use, so `plan disks` does
-not pay for the ISR and leader maps, and `plan leaders` not for dir usage.
+What sits on each log dir comes from the loader, which notes it while validating;
+the sums planners need (bytes per dir, replicas and bytes per broker, partitions with
+an offline replica) are computed from it on first use.
 """
 
 from __future__ import annotations
@@ -131,12 +132,6 @@ class ClusterModel:
             return max(0, d.total_bytes - self.dir_bytes[(broker, path)])
         return None
 
-    # --- racks -----------------------------------------------------------------------
-
-    @cached_property
-    def live_racks(self) -> frozenset[str]:
-        """Racks with at least one alive broker."""
-        return frozenset(r for b, r in self.rack_of.items() if r is not None and b in self.alive)
-
     def partition_index(self) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> index into `partitions`."""
         return {(p.topic, p.partition): i for i, p in enumerate(self.partitions)}

@@ -5,6 +5,8 @@ loader does not run jsonschema on every snapshot: on 100,000 partitions that cos
 seconds, so it walks the document once with hand-written checks that accept and reject
 what the schema does (a unit test holds the two together) and then the semantic checks
 the schema cannot express. Every error names the first bad field as a JSON path.
+While it checks that each replica's dir exists it also notes what sits on each dir
+(`Snapshot.replicas_by_dir`), so the model needs no second walk over the replicas.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ class SnapshotError(ValueError):
     """A snapshot that is not valid JSON, breaks the schema, or contradicts itself.
 
     `path` names the first bad field (``partitions[3].replicas[1].broker``); `kind` is
-    "json" (not JSON), "schema" (breaks cluster-snapshot.schema.json) or "consistency"
-    (valid structure, but a reference or a duplicate the schema cannot see).
+    "io" (unreadable), "json" (not JSON), "schema" (breaks cluster-snapshot.schema.json)
+    or "consistency" (valid structure, but a reference or a duplicate the schema cannot
+    see).
     """
 
     def __init__(self, path: str, problem: str, kind: str = "schema") -> None:
@@ -137,9 +140,7 @@ def load_snapshot(source: str | Path | IO[str] | IO[bytes]) -> Snapshot:
         try:
             data = Path(source).read_bytes()
         except OSError as exc:
-            raise SnapshotError(
-                "$", f"cannot read {source}: {exc.strerror or exc}", "json"
-            ) from exc
+            raise SnapshotError("$", f"cannot read {source}: {exc.strerror or exc}", "io") from exc
     else:
         data = source.read()
     return parse_snapshot(data)

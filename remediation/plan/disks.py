@@ -27,6 +27,7 @@ from remediation.plan.formats import (
     PartitionAssignment,
     Reassignment,
     SkippedBroker,
+    first_lines,
     human_bytes,
 )
 
@@ -160,17 +161,15 @@ def _reassignment(model: ClusterModel, targets: dict[int, dict[int, str]]) -> Re
 
 
 def explain(model: ClusterModel, plan: DiskPlan, threshold: float = DEFAULT_THRESHOLD) -> str:
-    """Per broker: fullest dir against the mean before and after, and each move."""
+    """Fullest dir against its broker's mean, before and after, per broker and overall;
+    the moves; the brokers skipped."""
     by_broker: dict[int, list[DirMove]] = {}
     for m in plan.moves:
         by_broker.setdefault(m.broker, []).append(m)
     total = sum(m.size_bytes for m in plan.moves)
-    lines = [
-        (
-            f"{len(plan.moves)} replicas move between dirs on {len(by_broker)} brokers, "
-            f"{human_bytes(total)} in all; target: fullest dir <= {threshold:.2f}x the broker mean"
-        )
-    ]
+    brokers: list[str] = []
+    moves: list[str] = []
+    worst_before = worst_after = 0.0
     for broker in sorted(by_broker):
         before = broker_usage(model, broker)
         after = {d.path: d for d in broker_usage(model, broker)}
@@ -180,11 +179,24 @@ def explain(model: ClusterModel, plan: DiskPlan, threshold: float = DEFAULT_THRE
         mean = mean_ratio(before)
         peak_before = max(d.ratio for d in before) / mean
         peak_after = max(d.ratio for d in after.values()) / mean
-        lines.append(
-            f"  broker {broker}: fullest dir {peak_before:.2f}x -> {peak_after:.2f}x the mean"
+        worst_before, worst_after = max(worst_before, peak_before), max(worst_after, peak_after)
+        brokers.append(
+            f"  broker {broker}: fullest dir {peak_before:.2f}x -> {peak_after:.2f}x the mean, "
+            f"{len(by_broker[broker])} moves"
         )
         for m in by_broker[broker]:
             size = human_bytes(m.size_bytes)
-            lines.append(f"    {m.topic}-{m.partition}: {m.source} -> {m.target} ({size})")
-    lines += [f"  skipped broker {s.broker}: {s.reason}" for s in plan.skipped]
-    return "\n".join(lines)
+            moves.append(
+                f"  {m.topic}-{m.partition} on {broker}: {m.source} -> {m.target} ({size})"
+            )
+    head = [
+        f"{len(plan.moves)} replicas move between dirs on {len(by_broker)} brokers, "
+        + f"{human_bytes(total)} in all; target: fullest dir <= {threshold:.2f}x the broker mean",
+    ]
+    if by_broker:
+        head.append(
+            f"worst fullest dir on those brokers: {worst_before:.2f}x -> {worst_after:.2f}x "
+            "the mean"
+        )
+    skipped = [f"  skipped broker {s.broker}: {s.reason}" for s in plan.skipped]
+    return "\n".join(head + first_lines(brokers) + first_lines(moves) + first_lines(skipped))

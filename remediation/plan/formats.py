@@ -13,6 +13,16 @@ from typing import Any
 ANY_DIR = "any"  # KIP-113: the broker picks the dir
 
 
+EXPLAIN_LINES = 40  # item lines an --explain summary shows before "... and N more"
+
+
+def first_lines(lines: list[str], limit: int = EXPLAIN_LINES) -> list[str]:
+    """`lines` cut to `limit`, saying how many were left out."""
+    if len(lines) <= limit:
+        return lines
+    return [*lines[:limit], f"  ... and {len(lines) - limit} more"]
+
+
 def human_bytes(n: float) -> str:
     """1536 -> '1.5 KiB', for the --explain summaries."""
     units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")

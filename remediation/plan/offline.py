@@ -3,8 +3,9 @@
 For each partition with an offline replica, its online replicas stay where they are and
 each offline one is replaced by a replica on another alive broker with an online dir:
 first on racks the partition does not span yet, then by least load (replica count,
-then bytes), into that broker's online dir with the most free space. Brokers with an
-offline dir are used only when no healthy broker is left, with log dir "any": Kafka
+then bytes), into that broker's online dir with the most free space. A broker with an
+offline dir is taken only when no healthy broker serves as well (a rack the partition
+lacks still beats a healthy broker on a rack it has), and with log dir "any": Kafka
 refuses to place a replica in a named dir there.
 """
 
@@ -20,6 +21,7 @@ from remediation.plan.formats import (
     PartitionAssignment,
     Reassignment,
     Unrecoverable,
+    first_lines,
     human_bytes,
 )
 from schemas.snapshot import Partition
@@ -76,13 +78,12 @@ class _Dirs:
     def take(self, broker: int, size: int) -> str:
         if broker not in self.free:
             model = self.model
-            free: dict[str, int] = {}
-            for path, d in model.dirs[broker].items():
-                if d.online:
-                    known = model.free_bytes(broker, path)
-                    # No sizes at all: the least used dir is the one with most room.
-                    free[path] = known if known is not None else -model.dir_bytes[(broker, path)]
-            self.free[broker] = free
+            online = [path for path, d in model.dirs[broker].items() if d.online]
+            known = {path: model.free_bytes(broker, path) for path in online}
+            if all(v is not None for v in known.values()):
+                self.free[broker] = {path: v or 0 for path, v in known.items()}
+            else:  # no free space known on some dir: the least used dir has most room
+                self.free[broker] = {path: -model.dir_bytes[(broker, path)] for path in online}
         free = self.free[broker]
         path = max(sorted(free), key=lambda p: free[p])
         free[path] -= size
@@ -204,7 +205,7 @@ def explain(model: ClusterModel, plan: OfflinePlan) -> str:
         + _spans(spans_after),
     ]
     tail = [f"  unrecoverable {u.topic}-{u.partition}: {u.reason}" for u in plan.unrecoverable]
-    return "\n".join(head + lines + tail)
+    return "\n".join(head + first_lines(lines) + first_lines(tail))
 
 
 def _offline_count(model: ClusterModel) -> int:

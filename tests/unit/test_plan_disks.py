@@ -177,7 +177,7 @@ def test_moves_stay_on_their_broker_onto_online_dirs_and_meet_the_threshold(docu
 def test_explain_and_cli(tmp_path):
     document = two_dirs([10 * GIB, 20 * GIB, 30 * GIB], [])
     m = model(document)
-    assert "broker 0: fullest dir 2.00x -> 1.00x the mean" in explain(m, plan_disks(m))
+    assert "broker 0: fullest dir 2.00x -> 1.00x the mean, 1 moves" in explain(m, plan_disks(m))
     path = tmp_path / "s.json"
     path.write_text(json.dumps(document))
     done = subprocess.run(
@@ -188,7 +188,7 @@ def test_explain_and_cli(tmp_path):
     out = json.loads(done.stdout)
     assert out["partitions"][0]["log_dirs"] == ["/d2"]
     assert out["skipped"] == []
-    assert "t-2: /d1 -> /d2 (30.0 GiB)" in done.stderr
+    assert "t-2 on 0: /d1 -> /d2 (30.0 GiB)" in done.stderr
     bad = subprocess.run(
         [SELFHEAL, "plan", "disks", "--snapshot", str(path), "--threshold", "0.5"],
         check=False, capture_output=True, text=True, timeout=60,
