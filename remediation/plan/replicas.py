@@ -71,9 +71,11 @@ def assign_replicas(
         with_rack = {}
     elif with_rack and len(with_rack) < len(brokers):
         missing = sorted(b for b, r in brokers.items() if r is None)
-        which = f"broker {missing[0]} has" if len(missing) == 1 else "brokers " + ", ".join(
-            map(str, missing)
-        ) + " have"
+        which = (
+            f"broker {missing[0]} has"
+            if len(missing) == 1
+            else "brokers " + ", ".join(map(str, missing)) + " have"
+        )
         raise PlanError(
             f"{which} no rack while others have one; give every broker a rack, "
             "or pass --ignore-racks to assign without racks"
@@ -81,10 +83,10 @@ def assign_replicas(
 
     if with_rack:
         arranged = rack_alternated(with_rack)
-        shift_step = len(set(with_rack.values()))
+        num_racks = len(set(with_rack.values()))
     else:
-        arranged = sorted(brokers)
-        shift_step = 1
+        arranged = sorted(brokers)  # as Kafka's callers sort the metadata by id
+        num_racks = 1
     n = len(arranged)
     if start_index is None:
         rng = rng or random.Random()
@@ -104,9 +106,9 @@ def assign_replicas(
                 arranged,
                 with_rack,
                 first,
-                shift * shift_step,
+                shift * num_racks,  # rack-aware: the follower shift grows by whole racks
                 replication_factor,
-                shift_step,
+                num_racks,
             )
         else:
             replicas += [
