@@ -42,28 +42,26 @@ class _Leadership:
 
     def __init__(self, model: ClusterModel) -> None:
         self.candidates = _candidates(model)
-        self.count: dict[int, int] = {}
-        self.led: dict[int, set[int]] = {}
-        for b in sorted({b for cands in self.candidates for b in cands}):
-            self.count[b] = 0
-            self.led[b] = set()
-        self.leader = [-1] * len(self.candidates)
-        self.original = [-1] * len(self.candidates)  # current leader, where still a candidate
+        n = len(self.candidates)
+        self.leader = [-1] * n
+        self.original = [-1] * n  # current leader, where still a candidate
         self.orphans: list[int] = []  # can be led, but not by their current leader
+        eligible = sorted(set().union(*self.candidates))
+        self.led: dict[int, set[int]] = {b: set() for b in eligible}
+        leader, original, led = self.leader, self.original, self.led
         for i, (p, cands) in enumerate(zip(model.partitions, self.candidates, strict=True)):
             if p.leader in cands:
-                self.leader[i] = self.original[i] = p.leader
-                self.led[p.leader].add(i)
+                leader[i] = original[i] = p.leader
+                led[p.leader].add(i)
             elif cands:
                 self.orphans.append(i)
-        for b, led in self.led.items():
-            self.count[b] = len(led)
+        self.count: dict[int, int] = {b: len(s) for b, s in led.items()}
         self.rack = {b: model.rack_of[b] for b in self.count}
         self.rack_size = Counter(r for r in self.rack.values() if r is not None)
         self.rack_total: Counter[str] = Counter()
-        for b, n in self.count.items():
+        for b, c in self.count.items():
             if (r := self.rack[b]) is not None:
-                self.rack_total[r] += n
+                self.rack_total[r] += c
 
     def move(self, i: int, to: int) -> None:
         old = self.leader[i]
