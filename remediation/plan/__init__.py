@@ -13,14 +13,28 @@ over them:
 
 from __future__ import annotations
 
-from remediation.model import ClusterModel
-from remediation.plan.consumers import plan_consumers
-from remediation.plan.disks import plan_disks
-from remediation.plan.errors import PlanError
-from remediation.plan.leaders import plan_leaders
-from remediation.plan.offline import plan_offline
-from remediation.plan.replicas import assign_replicas
+import importlib
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from remediation.model import ClusterModel
+    from remediation.plan.consumers import plan_consumers
+    from remediation.plan.disks import plan_disks
+    from remediation.plan.errors import PlanError
+    from remediation.plan.leaders import plan_leaders
+    from remediation.plan.offline import plan_offline
+    from remediation.plan.replicas import assign_replicas
+
+# Name -> module. Imported on first use, so `selfheal` loads only the planner it runs.
+_EXPORTS = {
+    "ClusterModel": "remediation.model",
+    "PlanError": "remediation.plan.errors",
+    "assign_replicas": "remediation.plan.replicas",
+    "plan_consumers": "remediation.plan.consumers",
+    "plan_disks": "remediation.plan.disks",
+    "plan_leaders": "remediation.plan.leaders",
+    "plan_offline": "remediation.plan.offline",
+}
 __all__ = [
     "ClusterModel",
     "PlanError",
@@ -30,3 +44,9 @@ __all__ = [
     "plan_leaders",
     "plan_offline",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

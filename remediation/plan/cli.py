@@ -12,13 +12,19 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remediation.cli import CliError
-from remediation.model import ClusterModel
-from remediation.plan import consumers, disks, leaders, offline, replicas
 from remediation.plan.errors import PlanError
 from schemas.snapshot import SnapshotError
+
+if TYPE_CHECKING:
+    from remediation.model import ClusterModel
+
+# The planners are imported inside the handlers: every `selfheal` run imports this
+# module to build the parser, and should only pay for the planner it runs.
+DEFAULT_THRESHOLD = 1.10  # remediation.plan.disks.DEFAULT_THRESHOLD
+STRATEGIES = ("range", "cooperative-sticky")  # remediation.plan.consumers.STRATEGIES
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -99,7 +105,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--threshold",
         type=float,
-        default=disks.DEFAULT_THRESHOLD,
+        default=DEFAULT_THRESHOLD,
         help="max fullest-dir ratio over the broker mean (default %(default)s)",
     )
     p.set_defaults(func=_disks)
@@ -115,7 +121,7 @@ def register(subparsers: Any) -> None:
         "consumers", parents=[with_snapshot], help="KIP-881 rack-aware consumer assignment"
     )
     p.add_argument("--group", required=True, metavar="G")
-    p.add_argument("--strategy", choices=consumers.STRATEGIES, default="range")
+    p.add_argument("--strategy", choices=STRATEGIES, default="range")
     p.set_defaults(func=_consumers)
 
 
@@ -136,6 +142,8 @@ def _snapshot(args: argparse.Namespace) -> Iterator[ClusterModel]:
     try:
         source = args.snapshot
         with _bad_input_exits_2():
+            from remediation.model import ClusterModel
+
             try:
                 model = ClusterModel.load(sys.stdin.buffer if source == "-" else source)
             except SnapshotError as exc:
@@ -183,6 +191,8 @@ def parse_brokers(spec: str) -> dict[int, str | None]:
 
 
 def _replicas(args: argparse.Namespace) -> int:
+    from remediation.plan import replicas
+
     with _bad_input_exits_2():
         brokers = parse_brokers(args.brokers)
         plan = replicas.assign_replicas(
@@ -198,6 +208,8 @@ def _replicas(args: argparse.Namespace) -> int:
 
 
 def _offline(args: argparse.Namespace) -> int:
+    from remediation.plan import offline
+
     with _snapshot(args) as model:
         plan = offline.plan_offline(model)
         text = offline.explain(model, plan) if args.explain else None
@@ -205,6 +217,8 @@ def _offline(args: argparse.Namespace) -> int:
 
 
 def _disks(args: argparse.Namespace) -> int:
+    from remediation.plan import disks
+
     with _snapshot(args) as model:
         plan = disks.plan_disks(model, args.threshold)
         text = disks.explain(model, plan, args.threshold) if args.explain else None
@@ -212,6 +226,8 @@ def _disks(args: argparse.Namespace) -> int:
 
 
 def _leaders(args: argparse.Namespace) -> int:
+    from remediation.plan import leaders
+
     with _snapshot(args) as model:
         plan = leaders.plan_leaders(model)
         text = leaders.explain(model, plan) if args.explain else None
@@ -219,6 +235,8 @@ def _leaders(args: argparse.Namespace) -> int:
 
 
 def _consumers(args: argparse.Namespace) -> int:
+    from remediation.plan import consumers
+
     with _snapshot(args) as model:
         plan = consumers.plan_consumers(model, args.group, args.strategy)
         text = consumers.explain(model, plan) if args.explain else None

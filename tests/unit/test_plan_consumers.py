@@ -390,3 +390,9 @@ def test_cli_unknown_group_exits_2(tmp_path):
     done = run("consumers", "--snapshot", str(path), "--group", "other")
     assert done.returncode == 2
     assert "group other is not in the snapshot" in done.stderr
+
+
+def test_the_cli_offers_the_planners_strategies():
+    from remediation.plan import cli, consumers
+
+    assert cli.STRATEGIES == consumers.STRATEGIES

@@ -195,3 +195,9 @@ def test_explain_and_cli(tmp_path):
     )  # fmt: skip
     assert bad.returncode == 2
     assert "--threshold must be 1.0 or more" in bad.stderr
+
+
+def test_the_cli_default_threshold_is_the_planners():
+    from remediation.plan import cli, disks
+
+    assert cli.DEFAULT_THRESHOLD == disks.DEFAULT_THRESHOLD
