@@ -132,8 +132,10 @@ def _balance(
         sizes = [size for size, _ in items]
         while over_limit(source.used, limit[source.path]):
             excess = source.used - limit[source.path]
-            target = max((d for d in dirs if d is not source), key=lambda d: limit[d.path] - d.used)
-            room = limit[target.path] - target.used
+            target, room = source, float("-inf")  # the other dir with the most room
+            for d in dirs:
+                if d is not source and limit[d.path] - d.used > room:
+                    target, room = d, limit[d.path] - d.used
             j = bisect_left(sizes, excess)
             if j == len(sizes) or sizes[j] > room:
                 # No single replica clears the excess and fits: move the largest that fits
