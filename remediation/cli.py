@@ -59,4 +59,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the imported module's main, not this __main__ copy: handlers raise
+    # remediation.cli.CliError, which is a different class from __main__.CliError.
+    from remediation.cli import main as _main
+
+    sys.exit(_main())
