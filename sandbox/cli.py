@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 
 from remediation.cli import CliError
+
+
+def quiet_kafka_python() -> None:
+    # kafka-python logs every refused connection to a stopped broker; the status table
+    # already says which brokers are down.
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
 
 def _progress(message: str) -> None:
@@ -30,6 +37,7 @@ def _guard(func):
         from sandbox.cluster import SandboxError
         from sandbox.jars import JarsMissing
 
+        quiet_kafka_python()
         try:
             return func(args) or 0
         except (SandboxError, JarsMissing) as exc:

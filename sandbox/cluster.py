@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sandbox import configs, jars, processes
-from sandbox.state import SandboxState, ServerState, default_work_dir, state_path
+from sandbox.state import SandboxState, ServerState, default_work_dir, load, state_path
 
 Progress = Callable[[str], None]
 
@@ -88,7 +88,7 @@ def _mib(heap: str) -> int:
     return value * 1024 if unit == "g" else value
 
 
-def _server_command(state: SandboxState, server: ServerState) -> list[str]:
+def _server_command(server: ServerState) -> list[str]:
     if server.role == "zookeeper":
         return _jvm_cmd(
             server,
@@ -103,7 +103,7 @@ def _server_command(state: SandboxState, server: ServerState) -> list[str]:
 def _start(state: SandboxState, server: ServerState) -> None:
     if processes.is_running(server.pid, server.marker):
         return
-    cmd = _server_command(state, server)
+    cmd = _server_command(server)
     server.pid = processes.spawn(cmd, Path(server.log_file), cwd=Path(state.work_dir))
     state.save()
 
@@ -208,8 +208,6 @@ def up(
     work_dir = (work_dir or default_work_dir()).resolve()
     existing = state_path(work_dir)
     if existing.exists():
-        from sandbox.state import load
-
         old = load(work_dir)
         running = [s for s in old.servers() if processes.is_running(s.pid, s.marker)]
         if running:

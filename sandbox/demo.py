@@ -33,7 +33,9 @@ def _partition_table(state, topic: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from sandbox import cluster, status, traffic
+    from sandbox.cli import quiet_kafka_python
 
+    quiet_kafka_python()
     def progress(message: str) -> None:
         print(f"  [sandbox] {message}", file=sys.stderr, flush=True)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,8 +12,6 @@ from sandbox.state import SandboxState
 
 # Kafka's error code for a log dir the broker has taken offline.
 KAFKA_STORAGE_ERROR = 56
-
-logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
 
 @contextlib.contextmanager
