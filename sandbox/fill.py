@@ -7,7 +7,7 @@ import time
 
 from sandbox.cluster import Progress, SandboxError, _quiet, client_config, resolve_dir
 from sandbox.state import SandboxState
-from sandbox.status import kafka_admin
+from sandbox.status import kafka_admin, placement
 
 CHUNK = 256 * 1024  # bytes per message; incompressible, below the 1 MiB default limit
 
@@ -80,12 +80,7 @@ def _pin_to_dir(state: SandboxState, topic: str, partitions: int, broker_id: int
             except Exception:
                 pass  # replicas not created yet: retry below
             reply = admin.describe_log_dirs(topic_partitions=[topic], brokers=[broker_id])[0]
-            placed = {
-                p["partition_index"]
-                for d in reply["log_dirs"] if d["log_dir"] == path
-                for t in d["topics"] if t["name"] == topic
-                for p in t["partitions"] if not p["is_future_key"]
-            }
+            placed = set(placement(reply, topic).get(path, {}))
             if len(placed) == partitions:
                 return
             if time.monotonic() > deadline:

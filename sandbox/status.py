@@ -29,6 +29,19 @@ def kafka_admin(state: SandboxState) -> Iterator[Any]:
         admin.close()
 
 
+def placement(reply: dict[str, Any], topic: str) -> dict[str, dict[int, int]]:
+    """One broker's DescribeLogDirs reply as ``{log_dir: {partition: size_bytes}}`` for
+    ``topic``'s current replicas (a move's future replica is left out)."""
+    return {
+        d["log_dir"]: {
+            p["partition_index"]: p["partition_size"]
+            for t in d["topics"] if t["name"] == topic
+            for p in t["partitions"] if not p["is_future_key"]
+        }
+        for d in reply["log_dirs"]
+    }
+
+
 def log_dir_errors(state: SandboxState, broker_ids: list[int]) -> dict[int, dict[str, int]]:
     """DescribeLogDirs per broker: ``{broker: {path: error_code}}``; unreachable brokers absent."""
     result: dict[int, dict[str, int]] = {}

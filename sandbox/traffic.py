@@ -13,7 +13,7 @@ from typing import Any
 
 from sandbox.cluster import SandboxError, client_config
 from sandbox.state import SandboxState
-from sandbox.status import kafka_admin
+from sandbox.status import kafka_admin, placement
 
 
 def create_topic(state: SandboxState, topic: str, partitions: int, replication_factor: int,
@@ -152,13 +152,9 @@ def log_dir_of(state: SandboxState, topic: str, partition: int, broker_id: int) 
     with kafka_admin(state) as admin:
         reply = admin.describe_log_dirs(topic_partitions={topic: [partition]},
                                         brokers=[broker_id])[0]
-    for d in reply["log_dirs"]:
-        for t in d["topics"]:
-            if t["name"] == topic and any(
-                p["partition_index"] == partition and not p["is_future_key"]
-                for p in t["partitions"]
-            ):
-                return str(d["log_dir"])
+    for log_dir, partitions in placement(reply, topic).items():
+        if partition in partitions:
+            return log_dir
     raise SandboxError(f"broker {broker_id} holds no replica of {topic}-{partition}")
 
 

@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 
 from sandbox import cluster, processes, traffic
-from sandbox.status import kafka_admin
+from sandbox.status import kafka_admin, placement
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.integration
@@ -61,11 +61,7 @@ def test_fill_disk_writes_the_bytes_onto_the_chosen_dir_only(sandbox):
     topic = result.stdout.strip()
     with kafka_admin(sandbox) as admin:
         reply = admin.describe_log_dirs(topic_partitions=[topic], brokers=[1])[0]
-    sizes = {
-        d["log_dir"]: sum(p["partition_size"] for t in d["topics"] if t["name"] == topic
-                          for p in t["partitions"])
-        for d in reply["log_dirs"]
-    }
+    sizes = {d: sum(parts.values()) for d, parts in placement(reply, topic).items()}
     assert sizes[target] >= 8 * 2**20
     assert sizes.get(other, 0) == 0
 

@@ -101,3 +101,18 @@ def test_sizes_accept_units_and_reject_nonsense():
 def test_properties_are_written_one_per_line(tmp_path):
     path = configs.write_properties(tmp_path / "x.properties", {"a": 1, "b.c": "d"})
     assert path.read_text() == "a=1\nb.c=d\n"
+
+
+def test_placement_maps_dirs_to_current_replicas_and_skips_future_ones():
+    from sandbox.status import placement
+
+    reply = {"log_dirs": [
+        {"log_dir": "/d0", "topics": [
+            {"name": "t", "partitions": [
+                {"partition_index": 0, "partition_size": 10, "is_future_key": False},
+                {"partition_index": 1, "partition_size": 5, "is_future_key": True}]},
+            {"name": "other", "partitions": [
+                {"partition_index": 0, "partition_size": 99, "is_future_key": False}]}]},
+        {"log_dir": "/d1", "topics": []},
+    ]}
+    assert placement(reply, "t") == {"/d0": {0: 10}, "/d1": {}}
