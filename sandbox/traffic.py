@@ -184,13 +184,19 @@ class BackgroundConsumer(threading.Thread):
         super().__init__(daemon=True, name=f"consumer-{topic}")
         self.state, self.topic = state, topic
         self.values: list[str] = []
+        self.errors: list[str] = []
         self._stop_event = threading.Event()
 
     def run(self) -> None:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-        consumer = Consumer({**client_config(self.state), "group.id": "unused",
-                             "enable.auto.commit": False})
+        consumer = Consumer({
+            **client_config(self.state), "group.id": "unused", "enable.auto.commit": False,
+            # an offset reset would silently skip (or re-read) data: report it instead
+            "auto.offset.reset": "error",
+            # after a leader moves, do not wait the default 5 minutes on a stale view
+            "topic.metadata.refresh.interval.ms": 5000,
+        })
         count = len(consumer.list_topics(self.topic, timeout=10).topics[self.topic].partitions)
         consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(count)])
         try:
@@ -198,6 +204,8 @@ class BackgroundConsumer(threading.Thread):
                 for msg in consumer.consume(num_messages=500, timeout=0.2):
                     if msg.error() is None:
                         self.values.append(msg.value().decode())
+                    else:
+                        self.errors.append(f"{msg.topic()}-{msg.partition()}: {msg.error()}")
         finally:
             consumer.close()
 

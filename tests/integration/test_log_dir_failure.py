@@ -108,7 +108,11 @@ def test_log_dir_failure_on_leader_during_runtime(sandbox):
         time.sleep(2)  # traffic keeps flowing through the new leader
         producer.stop()
         assert len(producer.acked) > 500
-        assert consumer.wait_for(producer.acked, timeout=60), "acknowledged messages missing"
+        if not consumer.wait_for(producer.acked, timeout=60):
+            missing = set(producer.acked) - set(consumer.values)
+            pytest.fail(f"{len(missing)} of {len(producer.acked)} acknowledged messages not "
+                        f"read, e.g. {sorted(missing)[:5]}; consumer errors: "
+                        f"{consumer.errors[:5]}; {len(consumer.values)} read")
         time.sleep(1)
         consumer.stop()
         counts = Counter(consumer.values)
