@@ -17,6 +17,10 @@ SUBCOMMANDS: tuple[str, ...] = (
     "sandbox.cli",
     "sandbox.demo",
     "remediation.plan.cli",
+    "streams.collect.cli",  # selfheal collect metrics|zk|snapshots
+    "streams.cli",  # selfheal stream
+    "remediation.service.cli",  # selfheal serve
+    "remediation.executor.cli",  # selfheal execute
 )
 
 
