@@ -6,27 +6,19 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from remediation.live import KAFKA_STORAGE_ERROR, open_admin
 from sandbox import processes
 from sandbox.cluster import client_config, disk_failed
 from sandbox.state import SandboxState
 
-# Kafka's error code for a log dir the broker has taken offline.
-KAFKA_STORAGE_ERROR = 56
+__all__ = ["KAFKA_STORAGE_ERROR", "kafka_admin", "placement", "status", "render"]
 
 
 @contextlib.contextmanager
 def kafka_admin(state: SandboxState) -> Iterator[Any]:
     """A kafka-python admin client (it has the log-dir calls), closed on exit."""
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(
-        bootstrap_servers=state.bootstrap_servers, request_timeout_ms=10000,
-        client_id="selfheal-sandbox",
-    )
-    try:
+    with open_admin(state.bootstrap_servers, client_id="selfheal-sandbox") as admin:
         yield admin
-    finally:
-        admin.close()
 
 
 def placement(reply: dict[str, Any], topic: str) -> dict[str, dict[int, int]]:

@@ -1,0 +1,198 @@
+"""Read a live Kafka cluster into a cluster snapshot (the planners' format).
+
+The one place that turns Admin API replies into `schemas/cluster-snapshot.schema.json`:
+the snapshot collector publishes what it returns, and the executor re-reads the cluster
+with it before acting. Calls: DescribeCluster (brokers, racks, fenced), Metadata
+(partitions, leaders, ISR), and DescribeLogDirs broker by broker (dirs, sizes, which dir
+holds which replica).
+
+A failed dir has no replicas in DescribeLogDirs. To still say which partitions sat on
+it, a `PlacementMemory` carried from one read to the next keeps every replica's last
+known dir, every broker's rack and dirs; with it the replicas of a failed dir keep their
+path (the dir is `online: false`), and a dead broker keeps its rack and dirs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+from schemas.records import rfc3339
+
+# Kafka's error code for a log dir the broker has taken offline.
+KAFKA_STORAGE_ERROR = 56
+
+ReplicaKey = tuple[str, int, int]  # (topic, partition, broker)
+
+
+class LiveReadError(RuntimeError):
+    """The cluster could not be read; the message says which call failed and why."""
+
+
+@dataclasses.dataclass
+class PlacementMemory:
+    """What earlier reads saw, for what the current one cannot see (failed dirs, dead brokers)."""
+
+    replica_dirs: dict[ReplicaKey, str] = dataclasses.field(default_factory=dict)
+    replica_sizes: dict[ReplicaKey, int] = dataclasses.field(default_factory=dict)
+    racks: dict[int, str | None] = dataclasses.field(default_factory=dict)
+    broker_dirs: dict[int, dict[str, dict[str, Any]]] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokerDirs:
+    """One broker's DescribeLogDirs answer, reduced to what a snapshot needs."""
+
+    dirs: dict[str, dict[str, Any]]  # path -> {"online", "total_bytes", "usable_bytes"}
+    replicas: dict[tuple[str, int], tuple[str, int]]  # (topic, partition) -> (dir, size)
+    future: dict[tuple[str, int], str]  # replicas being moved: (topic, partition) -> dir
+
+
+@contextlib.contextmanager
+def open_admin(bootstrap_servers: str, client_id: str = "selfheal",
+               request_timeout_ms: int = 10000) -> Iterator[Any]:
+    """A kafka-python KafkaAdminClient (it has the log-dir and reassignment calls),
+    closed on exit."""
+    from kafka import KafkaAdminClient
+
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id=client_id,
+                                 request_timeout_ms=request_timeout_ms)
+    except Exception as exc:
+        raise LiveReadError(
+            f"cannot reach Kafka at {bootstrap_servers} ({exc}); check that the brokers "
+            "run and that [cluster] bootstrap_servers is right") from exc
+    try:
+        yield admin
+    finally:
+        admin.close()
+
+
+def _size(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) and value >= 0 else None
+
+
+def broker_dirs(reply: dict[str, Any]) -> BrokerDirs:
+    """Reduce one broker's DescribeLogDirs reply (kafka-python's dict form)."""
+    dirs: dict[str, dict[str, Any]] = {}
+    replicas: dict[tuple[str, int], tuple[str, int]] = {}
+    future: dict[tuple[str, int], str] = {}
+    for d in reply["log_dirs"]:
+        path = d["log_dir"]
+        online = d["error_code"] == 0
+        dirs[path] = {
+            "online": online,
+            "total_bytes": _size(d.get("total_bytes")) if online else None,
+            "usable_bytes": _size(d.get("usable_bytes")) if online else None,
+        }
+        for t in d.get("topics", ()):
+            for p in t["partitions"]:
+                key = (t["name"], p["partition_index"])
+                if p.get("is_future_key"):
+                    future[key] = path
+                else:
+                    replicas[key] = (path, max(0, int(p["partition_size"])))
+    return BrokerDirs(dirs, replicas, future)
+
+
+def describe_dirs(admin: Any, broker: int) -> BrokerDirs | None:
+    """DescribeLogDirs of one broker; None when the broker does not answer."""
+    try:
+        (reply,) = admin.describe_log_dirs(brokers=[broker])
+    except Exception:
+        return None
+    return broker_dirs(reply)
+
+
+def read_snapshot(admin: Any, cluster_id: str | None = None,
+                  memory: PlacementMemory | None = None) -> dict[str, Any]:
+    """A snapshot of the cluster ``admin`` talks to, as plain JSON data.
+
+    ``cluster_id`` defaults to Kafka's own cluster id. ``memory`` is read for what this
+    read cannot see and updated with what it saw; pass the same object every time.
+    """
+    try:
+        cluster = admin.describe_cluster()
+        topics = admin.describe_topics()
+    except Exception as exc:
+        raise LiveReadError(f"DescribeCluster/Metadata failed: {exc}") from exc
+    memory = memory if memory is not None else PlacementMemory()
+    registered = {
+        b["broker_id"]: b for b in cluster["brokers"] if not b.get("is_fenced", False)
+    }
+    for b in cluster["brokers"]:
+        memory.racks[b["broker_id"]] = b.get("rack") or None
+    answers = {b: describe_dirs(admin, b) for b in sorted(registered)}
+
+    partitions = []
+    mentioned: set[int] = set()
+    for t in sorted(topics, key=lambda t: t["name"]):
+        if t.get("error_code", 0) != 0:
+            continue  # deleted meanwhile, or not authorized: not ours to heal
+        for p in sorted(t["partitions"], key=lambda p: p["partition_index"]):
+            key = (t["name"], p["partition_index"])
+            replicas = []
+            for broker in p["replica_nodes"]:
+                mentioned.add(broker)
+                replicas.append(_replica(key, broker, answers.get(broker), memory))
+            partitions.append({
+                "topic": key[0],
+                "partition": key[1],
+                "leader": p["leader_id"] if p["leader_id"] is not None else -1,
+                "isr": list(p["isr_nodes"]),
+                "replicas": replicas,
+            })
+
+    brokers = []
+    for broker in sorted(set(registered) | mentioned | set(memory.broker_dirs)):
+        answer = answers.get(broker)
+        if answer is not None:
+            memory.broker_dirs[broker] = answer.dirs
+        dirs = memory.broker_dirs.get(broker, {})
+        used = {r["log_dir"] for p in partitions for r in p["replicas"]
+                if r["broker"] == broker and r["log_dir"] is not None}
+        for path in used - set(dirs):
+            dirs = {**dirs, path: {"online": False, "total_bytes": None, "usable_bytes": None}}
+        if broker not in registered and not dirs and broker not in mentioned:
+            continue
+        brokers.append({
+            "id": broker,
+            "rack": memory.racks.get(broker),
+            "alive": broker in registered,
+            "log_dirs": [{"path": path, **info} for path, info in sorted(dirs.items())],
+        })
+    return {
+        "version": 1,
+        "cluster_id": cluster_id or cluster.get("cluster_id") or "unknown",
+        "taken_at": rfc3339(),
+        "brokers": brokers,
+        "partitions": partitions,
+    }
+
+
+def _replica(key: tuple[str, int], broker: int, answer: BrokerDirs | None,
+             memory: PlacementMemory) -> dict[str, Any]:
+    rkey = (key[0], key[1], broker)
+    if answer is not None and key in answer.replicas:
+        path, size = answer.replicas[key]
+        memory.replica_dirs[rkey] = path
+        memory.replica_sizes[rkey] = size
+        return {"broker": broker, "log_dir": path, "size_bytes": size}
+    # Not listed: its dir failed (a failed dir lists nothing), its broker is down, or it
+    # is being created by a reassignment. Keep the last known dir only if that dir is
+    # no longer online, so a fresh replica is never pinned to a dir it is not on.
+    path = memory.replica_dirs.get(rkey)
+    if path is not None and answer is not None and answer.dirs.get(path, {}).get("online"):
+        path = None
+    return {"broker": broker, "log_dir": path, "size_bytes": memory.replica_sizes.get(rkey, 0)}
+
+
+def offline_dirs(snapshot: dict[str, Any]) -> set[tuple[int, str]]:
+    """(broker, path) of every dir an alive broker reports offline."""
+    return {
+        (b["id"], d["path"])
+        for b in snapshot["brokers"] if b["alive"]
+        for d in b["log_dirs"] if not d["online"]
+    }

@@ -1,0 +1,147 @@
+"""The event bus: the selfheal.* topics, and the producers and consumers that use them.
+
+The bus may be another Kafka than the monitored cluster (`[bus] bootstrap_servers`).
+Every producer is idempotent with acks=all, so a retried send never duplicates a record;
+snapshots can be tens of MB, so their topic takes large messages, compressed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import Any
+
+from remediation.config import Config
+
+# A snapshot of 100k partitions is ~30 MB of JSON (~3 MB with zstd).
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicSpec:
+    partitions: int
+    config: dict[str, str]
+
+
+_DAY_MS = str(24 * 3600 * 1000)
+_WEEK_MS = str(7 * 24 * 3600 * 1000)
+
+TOPIC_SPECS: dict[str, TopicSpec] = {
+    "broker-metrics": TopicSpec(6, {"retention.ms": _DAY_MS}),
+    "logdir-events": TopicSpec(3, {"retention.ms": _WEEK_MS}),
+    # Keyed by cluster: compaction keeps each cluster's latest snapshot at least.
+    "cluster-snapshots": TopicSpec(1, {
+        "cleanup.policy": "compact,delete", "retention.ms": _DAY_MS,
+        "max.message.bytes": str(MAX_MESSAGE_BYTES), "compression.type": "zstd",
+    }),
+    "actions": TopicSpec(3, {"retention.ms": _WEEK_MS}),
+    "action-status": TopicSpec(3, {"cleanup.policy": "compact"}),
+    "consumer-assignments": TopicSpec(3, {"cleanup.policy": "compact"}),
+    "dead-letter": TopicSpec(3, {"retention.ms": _WEEK_MS}),
+}
+
+
+class BusError(RuntimeError):
+    """The event bus could not be reached or set up; the message says what to do."""
+
+
+def _quiet_logger() -> logging.Logger:
+    silent = logging.getLogger("selfheal.bus.librdkafka")
+    if not silent.handlers:
+        silent.addHandler(logging.NullHandler())
+        silent.propagate = False
+    return silent
+
+
+def client_config(config: Config) -> dict[str, Any]:
+    """confluent-kafka settings for the bus, with librdkafka's connection chatter muted."""
+    servers = config.bus.bootstrap_servers
+    if servers is None:
+        raise BusError(
+            "no event bus configured: set [bus] bootstrap_servers (or [cluster] "
+            "bootstrap_servers, which the bus defaults to), or start the sandbox with "
+            "`selfheal sandbox up`")
+    return {"bootstrap.servers": servers, "logger": _quiet_logger()}
+
+
+def ensure_topics(config: Config, timeout: float = 30.0) -> list[str]:
+    """Create every selfheal.* topic that does not exist yet; returns the ones created.
+
+    Existing topics are left as they are (an operator may have tuned them).
+    """
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(client_config(config))  # must outlive its futures
+    try:
+        meta = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise BusError(f"cannot reach the event bus at {config.bus.bootstrap_servers}: {exc}") \
+            from exc
+    rf = min(3, len(meta.brokers))
+    wanted = [
+        NewTopic(config.topic(name), num_partitions=spec.partitions, replication_factor=rf,
+                 config=spec.config)
+        for name, spec in TOPIC_SPECS.items() if config.topic(name) not in meta.topics
+    ]
+    if not wanted:
+        return []
+    created = []
+    for name, future in admin.create_topics(wanted, request_timeout=timeout).items():
+        try:
+            future.result()
+            created.append(name)
+        except KafkaException as exc:
+            if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":  # another process won the race
+                raise BusError(f"cannot create topic {name}: {exc}") from exc
+    _wait_for_leaders(admin, created, timeout)
+    return created
+
+
+def _wait_for_leaders(admin: Any, topics: list[str], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    pending = set(topics)
+    while pending:
+        for topic in list(pending):
+            meta = admin.list_topics(topic, timeout=5).topics[topic]
+            if meta.error is None and meta.partitions and all(
+                p.leader >= 0 for p in meta.partitions.values()
+            ):
+                pending.discard(topic)
+        if pending and time.monotonic() > deadline:
+            raise BusError(f"topics without a leader after {timeout:.0f} s: {sorted(pending)}")
+        if pending:
+            time.sleep(0.2)
+
+
+def producer(config: Config, **overrides: Any) -> Any:
+    """An idempotent, acks=all confluent-kafka Producer on the bus."""
+    from confluent_kafka import Producer
+
+    settings = {
+        **client_config(config),
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 20,
+        "compression.type": "zstd",
+        "message.max.bytes": MAX_MESSAGE_BYTES,
+        **overrides,
+    }
+    return Producer(settings)
+
+
+def consumer(config: Config, group: str, **overrides: Any) -> Any:
+    """A confluent-kafka Consumer on the bus in ``group`` (offsets committed by the caller's
+    choice: auto-commit unless ``enable.auto.commit`` is overridden)."""
+    from confluent_kafka import Consumer
+
+    settings = {
+        **client_config(config),
+        "group.id": group,
+        "auto.offset.reset": "latest",
+        "enable.partition.eof": False,
+        "fetch.message.max.bytes": MAX_MESSAGE_BYTES,
+        **overrides,
+    }
+    return Consumer(settings)
