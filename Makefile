@@ -8,8 +8,9 @@ PIP    := $(VENV)/bin/pip
 MVN    := mvn -q -B -Dstyle.color=never -s jvm/settings.xml -f jvm/pom.xml
 JARS   := jvm/lib
 APT_STAMP := .make/apt.stamp
-# Debian packages the tests and the demo run: a JDK and Maven for the broker jars.
-APT_PACKAGES := openjdk-17-jre-headless maven
+# Debian packages the tests and the demo run: a JDK and Maven for the broker jars,
+# Chromium for the approval-page browser test, Alertmanager for the webhook test.
+APT_PACKAGES := openjdk-17-jre-headless maven chromium prometheus-alertmanager
 
 .PHONY: demo test bench lint jars venv deps clean-sandbox help
 .DEFAULT_GOAL := help
@@ -22,7 +23,7 @@ help:
 
 deps: $(APT_STAMP) $(VENV)/.installed $(JARS)/.stamp
 
-$(APT_STAMP):
+$(APT_STAMP): Makefile
 	@mkdir -p .make
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	 if [ -n "$$missing" ]; then \
