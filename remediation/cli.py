@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # (module, what it adds). Modules are imported on start-up; they must keep their own
@@ -37,6 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="selfheal",
         description="Self-healing for Apache Kafka JBOD storage and rack placement.",
     )
+    parser.add_argument(
+        "--config", metavar="PATH",
+        help="the configuration file (TOML, see remediation/selfheal.example.toml); "
+             "default $SELFHEAL_CONFIG, else built-in defaults aimed at the running sandbox")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module_name in SUBCOMMANDS:
         try:
@@ -52,6 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.config is not None:
+        if not os.path.isfile(args.config):
+            print(f"selfheal: --config {args.config}: no such file", file=sys.stderr)
+            return 2
+        # Every handler reads its configuration through remediation.config.load(), which
+        # takes the file from the environment; this makes --config mean the same everywhere.
+        os.environ["SELFHEAL_CONFIG"] = os.path.abspath(args.config)
     try:
         result = args.func(args)
     except CliError as exc:
