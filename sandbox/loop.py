@@ -1,0 +1,187 @@
+"""The whole self-healing loop on the sandbox, as real processes: the three collectors,
+the streaming job and `selfheal serve`, each a `selfheal` command started detached with
+one shared configuration file, and stopped by PID.
+
+The demo and the end-to-end tests drive it; an operator runs the same commands by hand
+(`selfheal --config selfheal.toml collect zk`, ...). Every port is picked free, so two
+loops never collide.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+import signal
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from sandbox import processes
+from sandbox.state import SandboxState
+
+# name -> the `selfheal` sub-command that runs it
+PIECES: dict[str, tuple[str, ...]] = {
+    "collect-metrics": ("collect", "metrics"),
+    "collect-zk": ("collect", "zk"),
+    "collect-snapshots": ("collect", "snapshots"),
+    "stream": ("stream",),
+    "serve": ("serve",),
+}
+
+
+class LoopError(RuntimeError):
+    """A piece of the loop did not start or died; the message carries its log's tail."""
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str | Path):
+        return json.dumps(str(value))  # a TOML basic string is a JSON string
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} to TOML")
+
+
+def render_toml(top: Mapping[str, Any], sections: Mapping[str, Mapping[str, Any]]) -> str:
+    """A flat TOML document: top-level keys, then one table per section."""
+    lines = [f"{k} = {_toml_value(v)}" for k, v in top.items() if v is not None]
+    for name, values in sections.items():
+        lines.append(f"\n[{name}]")
+        lines += [f"{k} = {_toml_value(v)}" for k, v in values.items() if v is not None]
+    return "\n".join(lines) + "\n"
+
+
+def loop_config(state: SandboxState, work_dir: Path,
+                overrides: Mapping[str, Mapping[str, Any]] | None = None,
+                policy: str | None = None) -> dict[str, dict[str, Any]]:
+    """The configuration the loop's processes share: the sandbox, quick intervals for a
+    demo, state under ``work_dir``, free ports, fresh secrets."""
+    sections: dict[str, dict[str, Any]] = {
+        "cluster": {
+            "bootstrap_servers": state.bootstrap_servers,
+            "zookeeper_connect": state.zookeeper_connect,
+            "mode": state.mode,
+            "cluster_id": state.cluster_id,
+            "exporter_urls": [b.exporter_url for b in state.brokers if b.exporter_url],
+        },
+        "collect": {"scrape_interval_seconds": 2.0, "snapshot_interval_seconds": 15.0},
+        "stream": {"checkpoint_dir": work_dir / "checkpoints", "trigger_interval_seconds": 1.0},
+        "serve": {
+            "sqlite_path": work_dir / "actions.sqlite",
+            "http_port": processes.free_port(),
+            "link_secret": secrets.token_hex(32),
+            "api_token": secrets.token_hex(16),
+        },
+    }
+    for section, values in (overrides or {}).items():
+        sections.setdefault(section, {}).update(values)
+    if policy is not None:
+        sections[""] = {"policy": policy}
+    return sections
+
+
+@dataclasses.dataclass
+class Piece:
+    name: str
+    argv: list[str]
+    log: Path
+    pid: int | None = None
+
+    @property
+    def marker(self) -> str:
+        return " ".join(self.argv[-3:])  # "--config <path> <sub-command...>" is unique per loop
+
+    def running(self) -> bool:
+        return processes.is_running(self.pid, self.marker)
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log yet)"
+
+
+@dataclasses.dataclass
+class Loop:
+    work_dir: Path
+    config_path: Path
+    config: dict[str, dict[str, Any]]
+    pieces: dict[str, Piece]
+
+    def start(self, name: str) -> Piece:
+        piece = self.pieces[name]
+        if piece.running():
+            return piece
+        piece.pid = processes.spawn(piece.argv, piece.log, self.work_dir)
+        return piece
+
+    def stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = 60.0) -> bool:
+        piece = self.pieces[name]
+        return processes.stop(piece.pid, piece.marker, timeout=timeout, sig=sig)
+
+    def kill(self, name: str) -> bool:
+        """SIGKILL: a crash, no clean shutdown."""
+        return self.stop(name, sig=signal.SIGKILL)
+
+    def restart(self, name: str) -> Piece:
+        self.stop(name)
+        return self.start(name)
+
+    def stop_all(self) -> None:
+        for name in reversed(list(self.pieces)):
+            self.stop(name)
+
+    def check_alive(self) -> None:
+        """Raise LoopError naming every started piece that died, with its log's tail."""
+        dead = [p for p in self.pieces.values() if p.pid is not None and not p.running()]
+        if dead:
+            raise LoopError("\n\n".join(
+                f"{p.name} (pid {p.pid}) is not running; its log {p.log} ends:\n{p.log_tail()}"
+                for p in dead))
+
+    @property
+    def serve_url(self) -> str:
+        return f"http://127.0.0.1:{self.config['serve']['http_port']}"
+
+    @property
+    def api_token(self) -> str:
+        return str(self.config["serve"]["api_token"])
+
+
+def prepare(state: SandboxState, work_dir: Path, names: Iterable[str] = tuple(PIECES),
+            overrides: Mapping[str, Mapping[str, Any]] | None = None,
+            policy: str | None = None) -> Loop:
+    """Write the loop's configuration under ``work_dir``; start nothing yet."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    config = loop_config(state, work_dir, overrides, policy)
+    top = config.pop("", {})
+    config_path = work_dir / "selfheal.toml"
+    config_path.write_text(render_toml(top, config))
+    pieces = {}
+    for name in names:
+        argv = [sys.executable, "-m", "remediation.cli", "--config", str(config_path),
+                *PIECES[name]]
+        pieces[name] = Piece(name, argv, work_dir / "logs" / f"{name}.log")
+    return Loop(work_dir, config_path, config, pieces)
+
+
+def start(state: SandboxState, work_dir: Path, names: Iterable[str] = tuple(PIECES),
+          overrides: Mapping[str, Mapping[str, Any]] | None = None,
+          policy: str | None = None, settle: float = 1.0) -> Loop:
+    """Prepare and start the named pieces; raise LoopError if one dies at once."""
+    loop = prepare(state, work_dir, names, overrides, policy)
+    for name in loop.pieces:
+        loop.start(name)
+    time.sleep(settle)
+    try:
+        loop.check_alive()
+    except LoopError:
+        loop.stop_all()
+        raise
+    return loop

@@ -1,0 +1,34 @@
+"""The loop's shared configuration file: what `sandbox.loop` writes, `remediation.config`
+reads back exactly, and every piece gets its own command line and log."""
+
+from __future__ import annotations
+
+from remediation.config import load
+from sandbox import cluster, loop
+
+
+def test_loop_config_file_reads_back_as_the_sandbox_with_quick_intervals(tmp_path):
+    state = cluster.plan_layout(tmp_path / "sb", brokers=3, log_dirs=2, racks=3, mode="zk")
+    prepared = loop.prepare(state, tmp_path / "loop", overrides={"detect": {
+        "skew_window_seconds": 7.5}}, policy=str(tmp_path / "policy.toml"))
+    config = load(prepared.config_path, env={}, use_sandbox=False)
+    assert config.cluster.bootstrap_servers == state.bootstrap_servers
+    assert config.cluster.zookeeper_connect == state.zookeeper_connect
+    assert config.cluster.exporter_urls == tuple(b.exporter_url for b in state.brokers)
+    assert config.detect.skew_window_seconds == 7.5
+    assert config.stream.checkpoint_dir == tmp_path / "loop" / "checkpoints"
+    assert config.serve.http_port == prepared.config["serve"]["http_port"]
+    assert config.serve.api_token == prepared.api_token
+    assert config.policy == tmp_path / "policy.toml"
+
+
+def test_every_piece_runs_selfheal_with_the_loop_config_and_a_unique_marker(tmp_path):
+    state = cluster.plan_layout(tmp_path / "sb", brokers=1, log_dirs=1, racks=0, mode="kraft")
+    prepared = loop.prepare(state, tmp_path / "loop")
+    assert list(prepared.pieces) == list(loop.PIECES)
+    markers = {p.marker for p in prepared.pieces.values()}
+    assert len(markers) == len(loop.PIECES)
+    for name, piece in prepared.pieces.items():
+        assert piece.argv[-len(loop.PIECES[name]):] == list(loop.PIECES[name])
+        assert str(prepared.config_path) in piece.argv
+        assert not piece.running()
