@@ -4,6 +4,11 @@ Remediations run proposed -> (awaiting_approval ->) approved -> executing -> ver
 succeeded. Pages for the operator (`page_operator`) cannot be executed by software: they
 wait for a human, who resolves them (succeeded) or cancels them; they never expire or
 get superseded, so a page is never silently closed.
+
+A terminal action is never moved on. The same problem detected again has the same id
+(the id hashes the target state); such an action is *re-opened* as a new attempt
+(terminal -> proposed, audited) when the live cluster shows it applies again, except
+after an operator cancelled it: a cancel says "not this", and stays.
 """
 
 from __future__ import annotations
@@ -31,6 +36,11 @@ TERMINAL: frozenset[State] = frozenset(
 )
 # Approved but not finished: the executor owns these and must resume them after a restart.
 IN_FLIGHT: frozenset[State] = frozenset({State.APPROVED, State.EXECUTING, State.VERIFYING})
+
+# Terminal states a re-detection may re-open (see the module docstring).
+REOPENABLE: frozenset[State] = frozenset(
+    {State.SUCCEEDED, State.FAILED, State.EXPIRED, State.SUPERSEDED}
+)
 
 _S = State
 _REMEDIATION: dict[State, frozenset[State]] = {
@@ -74,6 +84,17 @@ def allowed(current: str | State, action_type: str | None = None) -> frozenset[S
 
 def is_terminal(state: str | State) -> bool:
     return _state(state, "current") in TERMINAL
+
+
+def reopen_refusal(state: str | State) -> str | None:
+    """Why an action in `state` cannot be re-opened by a new detection; None if it can."""
+    cur = _state(state, "current")
+    if cur in REOPENABLE:
+        return None
+    if cur is State.CANCELLED:
+        return ("an operator cancelled this exact plan; it is not re-proposed (a changed "
+                "cluster gives a new plan with a new id)")
+    return f"it is still open ({cur})"
 
 
 def transition(

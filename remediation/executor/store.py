@@ -4,6 +4,12 @@ One SQLite file (WAL mode) shared by the executor and the service. Each change i
 `BEGIN IMMEDIATE` transaction, so the state check, the update and the audit line land
 together or not at all, also across processes; a lock makes one store object safe to
 share between threads.
+
+Besides actions and their audit, it keeps each action's execution journal (what the
+executor started, the configs it must restore), an operator's pending cancel, outbox
+cursors (how far the audit has been published to Kafka) and generated settings (the
+link secret when none is configured), so a restarted or standby `serve` picks up
+exactly where the last one stopped.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Self
@@ -22,7 +28,7 @@ from remediation.executor import lifecycle
 from remediation.executor.actions import Action, ActionError, parse_action
 from remediation.executor.lifecycle import State
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS actions (
     id TEXT PRIMARY KEY,
@@ -33,7 +39,9 @@ CREATE TABLE IF NOT EXISTS actions (
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
-    error TEXT
+    error TEXT,
+    journal TEXT NOT NULL DEFAULT '{}',
+    cancel_request TEXT
 );
 CREATE INDEX IF NOT EXISTS actions_state ON actions(state);
 CREATE TABLE IF NOT EXISTS audit (
@@ -44,9 +52,18 @@ CREATE TABLE IF NOT EXISTS audit (
     to_state TEXT NOT NULL,
     actor TEXT NOT NULL,
     reason TEXT NOT NULL,
-    raw TEXT
+    raw TEXT,
+    source TEXT
 );
 CREATE INDEX IF NOT EXISTS audit_action ON audit(action_id);
+CREATE TABLE IF NOT EXISTS cursors (
+    name TEXT PRIMARY KEY,
+    audit_id INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS settings (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS used_links (
     nonce TEXT PRIMARY KEY,
     action_id TEXT NOT NULL,
@@ -62,6 +79,12 @@ CREATE TABLE IF NOT EXISTS alerts (
     PRIMARY KEY (group_key, fingerprint, status)
 );
 """
+# Columns added after schema 1, added to an older file when it is opened.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    2: ("ALTER TABLE actions ADD COLUMN journal TEXT NOT NULL DEFAULT '{}'",
+        "ALTER TABLE actions ADD COLUMN cancel_request TEXT",
+        "ALTER TABLE audit ADD COLUMN source TEXT"),
+}
 REJECTED = "rejected"  # audit to_state of a record that never became an action
 DUPLICATE = "duplicate proposal ignored"
 
@@ -94,6 +117,8 @@ class ActionRow:
     updated_at: str
     attempts: int
     error: str | None
+    journal: Mapping[str, Any] = field(default_factory=dict)
+    cancel_request: Mapping[str, str] | None = None
 
     @property
     def open(self) -> bool:
@@ -110,6 +135,13 @@ class AuditEntry:
     actor: str
     reason: str
     raw: str | None
+    source: str | None = None
+    cluster: str | None = None  # the action's cluster, where the audit line has an action
+
+    @property
+    def is_change(self) -> bool:
+        """A state change (not a note, a duplicate or a rejected input)."""
+        return self.to_state != REJECTED and self.from_state != self.to_state
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +192,10 @@ class ActionStore:
                     "upgrade kafka-selfheal before opening it"
                 )
             with self._tx():
+                if found:  # an older file: add what later schemas added to its tables
+                    for version in range(found + 1, SCHEMA_VERSION + 1):
+                        for stmt in _MIGRATIONS.get(version, ()):
+                            self._db.execute(stmt)
                 for stmt in _SCHEMA.split(";"):
                     if stmt.strip():
                         self._db.execute(stmt)
@@ -192,17 +228,30 @@ class ActionStore:
         return utc_text(self._clock())
 
     def _audit(self, db: sqlite3.Connection, action_id: str | None, from_state: str | None,
-               to_state: str, actor: str, reason: str, raw: str | None = None) -> None:
+               to_state: str, actor: str, reason: str, raw: str | None = None,
+               source: str | None = None) -> None:
         db.execute(
-            "INSERT INTO audit (action_id, at, from_state, to_state, actor, reason, raw)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (action_id, self._now_text(), from_state, to_state, actor, reason, raw),
+            "INSERT INTO audit (action_id, at, from_state, to_state, actor, reason, raw, source)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (action_id, self._now_text(), from_state, to_state, actor, reason, raw, source),
         )
+
+    @staticmethod
+    def _row(db: sqlite3.Connection, action_id: str) -> sqlite3.Row:
+        row = db.execute("SELECT * FROM actions WHERE id = ?", (action_id,)).fetchone()
+        if row is None:
+            raise UnknownAction(action_id)
+        return row
 
     # --- writes -----------------------------------------------------------------------
 
-    def propose(self, action: Action, actor: str = "executor") -> Proposed:
-        """Store a new action in `proposed`; a known id returns the stored row unchanged."""
+    def propose(self, action: Action, actor: str = "executor",
+                source: str | None = None) -> Proposed:
+        """Store a new action in `proposed`; a known id returns the stored row unchanged.
+
+        A known id in a terminal state is for the caller to `reopen` once the live
+        cluster shows the action applies again; the store alone cannot tell.
+        """
         with self._tx() as db:
             row = db.execute("SELECT * FROM actions WHERE id = ?",
                              (action.action_id,)).fetchone()
@@ -212,7 +261,7 @@ class ActionStore:
                 differs = row["record"] != action.to_json()
                 self._audit(db, action.action_id, row["state"], row["state"], actor,
                             DUPLICATE + (" (record differs from the stored one)" if differs
-                                         else ""))
+                                         else ""), source=source)
                 return Proposed(_action_row(row), duplicate=True)
             now = self._now_text()
             db.execute(
@@ -222,35 +271,43 @@ class ActionStore:
                  action.to_json(), utc_text(action.created_at), now),
             )
             self._audit(db, action.action_id, None, State.PROPOSED.value, actor,
-                        action.reason or "proposed")
+                        action.reason or "proposed", source=source)
             new = db.execute("SELECT * FROM actions WHERE id = ?", (action.action_id,)).fetchone()
             return Proposed(_action_row(new), duplicate=False)
 
-    def ingest(self, raw: str | bytes, actor: str = "executor") -> Proposed | None:
+    def ingest(self, raw: str | bytes, actor: str = "executor",
+               source: str | None = None) -> Proposed | None:
         """Parse one record from the actions topic and propose it; reject it if malformed."""
         try:
             action = parse_action(json.loads(raw))
         except (ValueError, ActionError) as exc:  # JSONDecodeError is a ValueError
-            self.reject(raw, f"malformed action record: {exc}", actor)
+            self.reject(raw, f"malformed action record: {exc}", actor, source=source)
             return None
-        return self.propose(action, actor)
+        return self.propose(action, actor, source=source)
 
     def reject(self, raw: str | bytes, reason: str, actor: str = "executor",
-               action_id: str | None = None) -> AuditEntry:
-        """Record a malformed input with its raw text, so nothing is lost silently."""
+               action_id: str | None = None, source: str | None = None) -> AuditEntry:
+        """Record a refused input with its raw text, so nothing is lost silently."""
         text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
         with self._tx() as db:
-            self._audit(db, action_id, None, REJECTED, actor, reason, raw=text)
+            self._audit(db, action_id, None, REJECTED, actor, reason, raw=text, source=source)
             last = db.execute("SELECT * FROM audit WHERE id = last_insert_rowid()").fetchone()
             return _audit_entry(last)
 
-    def transition(self, action_id: str, target: str | State, actor: str,
-                   reason: str) -> ActionRow:
-        """Move an action to `target` if the lifecycle allows it, with one audit line."""
+    def transition(self, action_id: str, target: str | State, actor: str, reason: str,
+                   expect: frozenset[State] | None = None) -> ActionRow:
+        """Move an action to `target` if the lifecycle allows it, with one audit line.
+
+        With `expect`, the action must also be in one of those states now: an operator's
+        approval applies only to an action that waits for one.
+        """
         with self._tx() as db:
-            row = db.execute("SELECT * FROM actions WHERE id = ?", (action_id,)).fetchone()
-            if row is None:
-                raise UnknownAction(action_id)
+            row = self._row(db, action_id)
+            if expect is not None and row["state"] not in expect:
+                wanted = " or ".join(sorted(s.value for s in expect))
+                raise lifecycle.IllegalTransition(
+                    row["state"], str(target), row["type"],
+                    f"action {action_id[:12]} is {row['state']}, not {wanted}; nothing changed")
             new = lifecycle.transition(row["state"], target, row["type"])
             attempts = row["attempts"] + (1 if new is State.EXECUTING else 0)
             error = reason if new is State.FAILED else row["error"]
@@ -260,8 +317,72 @@ class ActionStore:
                 (new.value, self._now_text(), attempts, error, action_id),
             )
             self._audit(db, action_id, row["state"], new.value, actor, reason)
-            return _action_row(db.execute("SELECT * FROM actions WHERE id = ?",
-                                          (action_id,)).fetchone())
+            return _action_row(self._row(db, action_id))
+
+    def reopen(self, action: Action, actor: str, reason: str,
+               source: str | None = None) -> ActionRow:
+        """A finished action detected again: back to `proposed` as a new attempt.
+
+        The new record replaces the stored one (its reason and trigger are the current
+        detection's), the journal and error of the last attempt are cleared; the audit
+        keeps them. Refused for open and cancelled actions (`lifecycle.reopen_refusal`).
+        """
+        with self._tx() as db:
+            row = self._row(db, action.action_id)
+            refusal = lifecycle.reopen_refusal(row["state"])
+            if refusal is not None:
+                raise lifecycle.IllegalTransition(
+                    row["state"], State.PROPOSED.value, row["type"],
+                    f"action {action.action_id[:12]} is not re-opened: {refusal}")
+            db.execute(
+                "UPDATE actions SET state = ?, record = ?, updated_at = ?, error = NULL,"
+                " journal = '{}', cancel_request = NULL WHERE id = ?",
+                (State.PROPOSED.value, action.to_json(), self._now_text(), action.action_id))
+            self._audit(db, action.action_id, row["state"], State.PROPOSED.value, actor,
+                        reason, source=source)
+            return _action_row(self._row(db, action.action_id))
+
+    def note(self, action_id: str, actor: str, reason: str) -> None:
+        """An audit line that changes no state: what the executor did to the cluster."""
+        with self._tx() as db:
+            row = self._row(db, action_id)
+            self._audit(db, action_id, row["state"], row["state"], actor, reason)
+
+    def update_journal(self, action_id: str, **changes: Any) -> dict[str, Any]:
+        """Merge `changes` into the action's execution journal; returns the new journal.
+
+        Written before each step against the cluster, so a restarted executor knows what
+        was started and which configs to restore.
+        """
+        with self._tx() as db:
+            row = self._row(db, action_id)
+            journal = {**json.loads(row["journal"]), **changes}
+            db.execute("UPDATE actions SET journal = ? WHERE id = ?",
+                       (json.dumps(journal, sort_keys=True), action_id))
+            return journal
+
+    def request_cancel(self, action_id: str, actor: str, reason: str) -> ActionRow:
+        """Cancel: at once if nothing runs yet; while executing, ask the executor to revert.
+
+        A verifying or finished action cannot be cancelled: its data has moved.
+        """
+        with self._tx() as db:
+            row = self._row(db, action_id)
+            state = State(row["state"])
+            if state is State.EXECUTING:
+                if row["cancel_request"] is None:
+                    db.execute("UPDATE actions SET cancel_request = ? WHERE id = ?",
+                               (json.dumps({"actor": actor, "reason": reason}), action_id))
+                    self._audit(db, action_id, state.value, state.value, actor,
+                                f"cancel requested: {reason}; the executor reverts the "
+                                "reassignment in flight")
+                return _action_row(self._row(db, action_id))
+            if state is State.VERIFYING:
+                raise lifecycle.IllegalTransition(
+                    state.value, State.CANCELLED.value, row["type"],
+                    f"action {action_id[:12]} is verifying: the data has moved already, "
+                    "there is nothing left to cancel; wait for the verification")
+        return self.transition(action_id, State.CANCELLED, actor, reason)
 
     def expire_overdue(self, ttl_seconds: float, actor: str = "executor") -> tuple[str, ...]:
         """Expire actions that have waited for approval longer than `ttl_seconds`."""
@@ -311,7 +432,60 @@ class ActionStore:
                 "UPDATE alerts SET action_id = ? WHERE group_key = ? AND fingerprint = ?"
                 " AND status = ?", (action_id, group_key, fingerprint, status))
 
+    def cursor(self, name: str) -> int:
+        """How far the outbox `name` has published the audit (0: nothing yet)."""
+        with self._lock:
+            row = self._db.execute("SELECT audit_id FROM cursors WHERE name = ?",
+                                   (name,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def advance_cursor(self, name: str, audit_id: int) -> None:
+        with self._tx() as db:
+            db.execute("INSERT INTO cursors (name, audit_id) VALUES (?, ?) ON CONFLICT(name)"
+                       " DO UPDATE SET audit_id = max(audit_id, excluded.audit_id)",
+                       (name, audit_id))
+
+    def setting(self, key: str, make: Callable[[], str]) -> str:
+        """A stored setting; the first caller's `make()` value wins, also across processes."""
+        with self._tx() as db:
+            row = db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+            if row is not None:
+                return str(row[0])
+            value = make()
+            db.execute("INSERT INTO settings (key, value) VALUES (?, ?)", (key, value))
+            return value
+
     # --- reads ------------------------------------------------------------------------
+
+    def audit_since(self, audit_id: int, limit: int = 500) -> tuple[AuditEntry, ...]:
+        """Audit lines after `audit_id`, oldest first, with their action's cluster."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT audit.*, actions.cluster AS cluster FROM audit LEFT JOIN actions"
+                " ON actions.id = audit.action_id WHERE audit.id > ? ORDER BY audit.id LIMIT ?",
+                (audit_id, limit)).fetchall()
+        return tuple(_audit_entry(r) for r in rows)
+
+    def moved_bytes_since(self, since: datetime) -> int:
+        """Bytes of the actions that started executing since `since` (the hourly limit)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT actions.record FROM audit JOIN actions ON actions.id = audit.action_id"
+                " WHERE audit.to_state = ? AND audit.from_state != ? AND audit.at >= ?",
+                (State.EXECUTING.value, State.EXECUTING.value, utc_text(since))).fetchall()
+        return sum(int(json.loads(r[0])["summary"]["bytes"]) for r in rows)
+
+    def counts(self) -> dict[str, int]:
+        """Actions per state (every state listed, zero included)."""
+        with self._lock:
+            found = dict(self._db.execute(
+                "SELECT state, count(*) FROM actions GROUP BY state").fetchall())
+        return {s.value: int(found.get(s.value, 0)) for s in State}
+
+    def rejected_count(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM audit WHERE to_state = ?",
+                                        (REJECTED,)).fetchone()[0])
 
     def get(self, action_id: str) -> ActionRow | None:
         with self._lock:
@@ -386,13 +560,17 @@ class ActionStore:
 
 
 def _action_row(r: sqlite3.Row) -> ActionRow:
+    cancel = r["cancel_request"]
     return ActionRow(r["id"], r["cluster"], r["type"], State(r["state"]), json.loads(r["record"]),
-                     r["created_at"], r["updated_at"], r["attempts"], r["error"])
+                     r["created_at"], r["updated_at"], r["attempts"], r["error"],
+                     json.loads(r["journal"]), None if cancel is None else json.loads(cancel))
 
 
 def _audit_entry(r: sqlite3.Row) -> AuditEntry:
+    keys = r.keys()
     return AuditEntry(r["id"], r["action_id"], r["at"], r["from_state"], r["to_state"],
-                      r["actor"], r["reason"], r["raw"])
+                      r["actor"], r["reason"], r["raw"], r["source"],
+                      r["cluster"] if "cluster" in keys else None)
 
 
 def _alert_row(r: sqlite3.Row) -> AlertRow:

@@ -12,6 +12,7 @@ from remediation.executor.lifecycle import (
     State,
     allowed,
     is_terminal,
+    reopen_refusal,
     transition,
 )
 
@@ -69,3 +70,13 @@ def test_a_page_waits_for_an_operator_and_ends_only_by_one() -> None:
 def test_unknown_state_names_are_refused_by_name() -> None:
     with pytest.raises(IllegalTransition, match="unknown target state 'done'"):
         transition("proposed", "done")
+
+
+@pytest.mark.parametrize("state", [S.SUCCEEDED, S.FAILED, S.EXPIRED, S.SUPERSEDED])
+def test_a_finished_action_may_be_reopened_by_a_new_detection(state: State) -> None:
+    assert reopen_refusal(state) is None
+
+
+def test_a_cancelled_or_open_action_is_not_reopened() -> None:
+    assert "an operator cancelled this exact plan" in str(reopen_refusal(S.CANCELLED))
+    assert reopen_refusal(S.EXECUTING) == "it is still open (executing)"

@@ -114,7 +114,7 @@ def test_a_malformed_record_is_rejected_with_its_raw_text(store: ActionStore) ->
     rejected = store.rejected()
     assert [r.to_state for r in rejected] == [REJECTED, REJECTED]
     assert rejected[0].action_id is None and rejected[0].raw == bad
-    assert "unknown action type 'reboot'" in rejected[0].reason
+    assert "type: 'reboot' is not one of" in rejected[0].reason
     assert store.list() == ()
 
 
@@ -218,3 +218,136 @@ def test_two_stores_on_one_file_start_an_action_exactly_once(tmp_path: Path) -> 
         t.join()
     assert sorted(outcomes) == ["refused"] * 7 + ["started"]
     assert second.get(aid).attempts == 1  # type: ignore[union-attr]
+
+
+def _finish(store: ActionStore, aid: str, end: State) -> None:
+    store.transition(aid, State.APPROVED, "policy", "auto")
+    store.transition(aid, State.EXECUTING, "executor", "started")
+    if end is State.SUCCEEDED:
+        store.transition(aid, State.VERIFYING, "executor", "moved")
+    store.transition(aid, end, "executor", "done")
+
+
+def test_a_finished_action_detected_again_is_reopened_as_a_new_attempt(
+        store: ActionStore) -> None:
+    aid = store.propose(parse_action(fix_offline())).row.id
+    _finish(store, aid, State.SUCCEEDED)
+    store.update_journal(aid, submitted=True)
+    again = parse_action(fix_offline(reason="the same dir failed again"))
+    assert store.propose(again).row.state is State.SUCCEEDED  # the store alone changes nothing
+    row = store.reopen(again, "intake", "re-proposed: applies again")
+    assert row.state is State.PROPOSED and row.attempts == 1 and row.journal == {}
+    assert row.record["reason"] == "the same dir failed again"
+    assert [(a.from_state, a.to_state) for a in store.audit(aid)][-1] == ("succeeded", "proposed")
+
+
+def test_a_cancelled_or_open_action_is_not_reopened(store: ActionStore) -> None:
+    action = parse_action(fix_offline())
+    store.propose(action)
+    with pytest.raises(IllegalTransition, match="still open"):
+        store.reopen(action, "intake", "again")
+    store.transition(action.action_id, State.AWAITING_APPROVAL, "policy", "wait")
+    store.transition(action.action_id, State.CANCELLED, "alice", "not this")
+    with pytest.raises(IllegalTransition, match="an operator cancelled this exact plan"):
+        store.reopen(action, "intake", "again")
+    assert store.get(action.action_id).state is State.CANCELLED  # type: ignore[union-attr]
+
+
+def test_an_approval_only_applies_to_an_action_waiting_for_one(store: ActionStore) -> None:
+    aid = store.propose(parse_action(fix_offline())).row.id
+    with pytest.raises(IllegalTransition, match="is proposed, not awaiting_approval"):
+        store.transition(aid, State.APPROVED, "alice", "ok",
+                         expect=frozenset({State.AWAITING_APPROVAL}))
+    assert store.get(aid).state is State.PROPOSED  # type: ignore[union-attr]
+
+
+def test_cancel_is_immediate_before_execution_and_a_request_during_it(
+        store: ActionStore) -> None:
+    waiting = store.propose(parse_action(of_type("move_replica_dirs"))).row.id
+    store.transition(waiting, State.AWAITING_APPROVAL, "policy", "wait")
+    assert store.request_cancel(waiting, "alice", "no").state is State.CANCELLED
+    running = store.propose(parse_action(fix_offline())).row.id
+    store.transition(running, State.APPROVED, "policy", "auto")
+    store.transition(running, State.EXECUTING, "executor", "started")
+    row = store.request_cancel(running, "bob", "wrong broker")
+    assert row.state is State.EXECUTING
+    assert row.cancel_request == {"actor": "bob", "reason": "wrong broker"}
+    store.request_cancel(running, "bob", "again")  # asking twice asks once
+    assert sum("cancel requested" in a.reason for a in store.audit(running)) == 1
+    store.transition(running, State.VERIFYING, "executor", "moved")
+    with pytest.raises(IllegalTransition, match="the data has moved already"):
+        store.request_cancel(running, "bob", "too late")
+
+
+def test_the_journal_merges_and_survives_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    with ActionStore(path) as store:
+        aid = store.propose(parse_action(fix_offline())).row.id
+        store.update_journal(aid, throttles={"saved": {"broker:1": {"x": None}}})
+        assert store.update_journal(aid, submitted=True) == {
+            "throttles": {"saved": {"broker:1": {"x": None}}}, "submitted": True}
+    with ActionStore(path) as store:
+        assert store.get(aid).journal["submitted"] is True  # type: ignore[union-attr]
+
+
+def test_notes_are_audited_but_are_not_state_changes(store: ActionStore) -> None:
+    aid = store.propose(parse_action(fix_offline())).row.id
+    store.note(aid, "executor", "throttle set on brokers [1, 2]")
+    store.reject("{bad", "not JSON", source="selfheal.actions[0]@7")
+    lines = store.audit_since(0)
+    assert [e.is_change for e in lines] == [True, False, False]
+    assert lines[0].cluster == "c1" and lines[2].source == "selfheal.actions[0]@7"
+
+
+def test_outbox_cursors_only_move_forward(store: ActionStore) -> None:
+    assert store.cursor("status") == 0
+    store.advance_cursor("status", 5)
+    store.advance_cursor("status", 3)  # a late delivery report from an older batch
+    assert store.cursor("status") == 5
+
+
+def test_a_generated_setting_is_made_once_and_kept(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with ActionStore(path) as a, ActionStore(path) as b:
+        first = a.setting("link_secret", lambda: "one")
+        assert b.setting("link_secret", lambda: "two") == first == "one"
+
+
+def test_bytes_moved_count_actions_that_started_in_the_window(tmp_path: Path) -> None:
+    clock = Clock()
+    store = ActionStore(tmp_path / "b.db", clock=clock)
+    start = clock.t
+    aid = store.propose(parse_action(fix_offline(bytes_=700))).row.id
+    store.transition(aid, State.APPROVED, "policy", "auto")
+    clock.t += timedelta(minutes=5)
+    store.transition(aid, State.EXECUTING, "executor", "started")
+    store.note(aid, "executor", "still executing")
+    assert store.moved_bytes_since(start) == 700
+    assert store.moved_bytes_since(clock.t + timedelta(seconds=1)) == 0
+
+
+def test_counts_list_every_state(store: ActionStore) -> None:
+    store.propose(parse_action(fix_offline()))
+    counts = store.counts()
+    assert counts["proposed"] == 1 and counts["succeeded"] == 0 and len(counts) == len(State)
+
+
+def test_a_schema_1_file_is_migrated_in_place(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE actions (id TEXT PRIMARY KEY, cluster TEXT NOT NULL, type TEXT NOT NULL,
+            state TEXT NOT NULL, record TEXT NOT NULL, created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, error TEXT);
+        CREATE TABLE audit (id INTEGER PRIMARY KEY AUTOINCREMENT, action_id TEXT,
+            at TEXT NOT NULL, from_state TEXT, to_state TEXT NOT NULL, actor TEXT NOT NULL,
+            reason TEXT NOT NULL, raw TEXT);
+        PRAGMA user_version=1;
+    """)
+    db.close()
+    with ActionStore(path) as store:
+        aid = store.propose(parse_action(fix_offline())).row.id
+        assert store.update_journal(aid, submitted=True) == {"submitted": True}
+        assert store.audit(aid)[0].source is None

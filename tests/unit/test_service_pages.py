@@ -13,7 +13,7 @@ from remediation.service.pages import (
     render_approval,
     render_refusal,
 )
-from tests.unit.action_records import fix_offline, of_type
+from tests.unit.action_records import fix_offline, of_type, with_id
 from tests.unit.plan_snapshots import broker, doc, model, partition
 
 FORM = {"form_action": "/actions/abc/approve", "csrf_token": "csrf-tok",
@@ -70,6 +70,7 @@ def test_everything_from_outside_is_escaped() -> None:
     evil = "<script>alert(1)</script>"
     record = fix_offline(topic=evil, reason=f'"{evil}', log_dir=evil)
     record["plan"]["partitions"][0]["log_dirs"][2] = evil
+    with_id(record)
     page = render_approval(parse_action(record), form_action='/x"><script>',
                            csrf_token='"><script>', link_token="<t>")
     assert "<script" not in page
