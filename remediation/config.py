@@ -111,6 +111,21 @@ class CollectConfig:
     request_timeout_seconds: float = _field(5.0, _positive)
     backoff_initial_seconds: float = _field(1.0, _positive)
     backoff_max_seconds: float = _field(60.0, _positive)
+    # With no [cluster] exporter_urls, scrape http://<broker host>:<exporter_port><path>
+    # for every broker the Admin API lists.
+    exporter_port: int | None = _field(None, _opt(_port))
+    exporter_path: str = _field("/metrics")
+    # Cheap DescribeLogDirs probe (dir errors only, no partitions) between full snapshots.
+    log_dir_probe_interval_seconds: float = _field(2.0, _positive)
+    # The ZooKeeper collector re-reads both paths this often, in case a watch was lost.
+    zk_resync_interval_seconds: float = _field(30.0, _positive)
+    # Log-dir events closer together than this make one snapshot.
+    event_coalesce_seconds: float = _field(0.2, _at_least(0.0))
+    # Each collector's own Prometheus endpoint; port 0 picks a free one and prints it.
+    http_host: str = _field("127.0.0.1")
+    metrics_http_port: int = _field(0, _port)
+    zk_http_port: int = _field(0, _port)
+    snapshots_http_port: int = _field(0, _port)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -129,6 +144,11 @@ class StreamConfig:
     trigger_interval_seconds: float = _field(5.0, _positive)
 
 
+def _url(value: Any) -> str | None:
+    ok = re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", value)
+    return None if ok else "must be an http(s) URL such as https://selfheal.example.com"
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class ServeConfig:
     sqlite_path: Path = dataclasses.field(default_factory=_sqlite)
@@ -136,6 +156,15 @@ class ServeConfig:
     http_port: int = _field(8787, _port)
     link_secret: str | None = _field(None, secret=True)  # signs one-click approval links
     api_token: str | None = _field(None, secret=True)  # bearer token for the HTTP API
+    # What approval links start with (they go into pager alerts); unset: http://host:port.
+    link_base_url: str | None = _field(None, _opt(_url))
+    # ZooKeeper for the one-active-executor lock; unset: the cluster's own ZooKeeper, and
+    # in KRaft without one, a lease through a Kafka consumer group on the bus.
+    lock_zookeeper: str | None = _field(None)
+    intake_group: str = _field("selfheal-executor")  # consumer group on selfheal.actions
+    tick_seconds: float = _field(1.0, _positive)  # how often the executor re-reads the cluster
+    execution_timeout_seconds: float = _field(3600.0, _positive)  # then reverted: failed
+    verify_timeout_seconds: float = _field(120.0, _positive)  # target state not seen: failed
 
 
 SECTIONS: dict[str, type] = {

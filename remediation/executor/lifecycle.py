@@ -44,7 +44,8 @@ REOPENABLE: frozenset[State] = frozenset(
 
 _S = State
 _REMEDIATION: dict[State, frozenset[State]] = {
-    _S.PROPOSED: frozenset({_S.AWAITING_APPROVAL, _S.APPROVED}),
+    # superseded straight from proposed: the re-read on arrival found the plan stale.
+    _S.PROPOSED: frozenset({_S.AWAITING_APPROVAL, _S.APPROVED, _S.SUPERSEDED}),
     _S.AWAITING_APPROVAL: frozenset({_S.APPROVED, _S.CANCELLED, _S.EXPIRED, _S.SUPERSEDED}),
     _S.APPROVED: frozenset({_S.EXECUTING, _S.CANCELLED, _S.SUPERSEDED}),
     _S.EXECUTING: frozenset({_S.VERIFYING, _S.FAILED, _S.CANCELLED}),

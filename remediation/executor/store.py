@@ -76,6 +76,8 @@ CREATE TABLE IF NOT EXISTS alerts (
     labels TEXT NOT NULL,
     received_at TEXT NOT NULL,
     action_id TEXT,
+    annotations TEXT NOT NULL DEFAULT '{}',
+    starts_at TEXT,
     PRIMARY KEY (group_key, fingerprint, status)
 );
 """
@@ -83,7 +85,9 @@ CREATE TABLE IF NOT EXISTS alerts (
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: ("ALTER TABLE actions ADD COLUMN journal TEXT NOT NULL DEFAULT '{}'",
         "ALTER TABLE actions ADD COLUMN cancel_request TEXT",
-        "ALTER TABLE audit ADD COLUMN source TEXT"),
+        "ALTER TABLE audit ADD COLUMN source TEXT",
+        "ALTER TABLE alerts ADD COLUMN annotations TEXT NOT NULL DEFAULT '{}'",
+        "ALTER TABLE alerts ADD COLUMN starts_at TEXT"),
 }
 REJECTED = "rejected"  # audit to_state of a record that never became an action
 DUPLICATE = "duplicate proposal ignored"
@@ -158,6 +162,8 @@ class AlertRow:
     labels: Mapping[str, str]
     received_at: str
     action_id: str | None
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    starts_at: str | None = None
 
 
 def utc_text(t: datetime) -> str:
@@ -414,14 +420,16 @@ class ActionStore:
                 ) from None
 
     def record_alert(self, group_key: str, fingerprint: str, status: str,
-                     labels: Mapping[str, str]) -> bool:
+                     labels: Mapping[str, str], annotations: Mapping[str, str] | None = None,
+                     starts_at: str | None = None) -> bool:
         """Remember an alert notification; False if (group, fingerprint, status) was seen."""
         with self._tx() as db:
             cur = db.execute(
                 "INSERT OR IGNORE INTO alerts (fingerprint, group_key, status, labels,"
-                " received_at) VALUES (?, ?, ?, ?, ?)",
+                " received_at, annotations, starts_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (fingerprint, group_key, status, json.dumps(dict(labels), sort_keys=True),
-                 self._now_text()),
+                 self._now_text(), json.dumps(dict(annotations or {}), sort_keys=True),
+                 starts_at),
             )
             return cur.rowcount == 1
 
@@ -575,4 +583,5 @@ def _audit_entry(r: sqlite3.Row) -> AuditEntry:
 
 def _alert_row(r: sqlite3.Row) -> AlertRow:
     return AlertRow(r["fingerprint"], r["group_key"], r["status"], json.loads(r["labels"]),
-                    r["received_at"], r["action_id"])
+                    r["received_at"], r["action_id"], json.loads(r["annotations"]),
+                    r["starts_at"])

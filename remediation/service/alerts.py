@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from remediation.executor.actions import parse_action
-from remediation.executor.store import ActionRow, ActionStore
+from remediation.executor.store import ActionRow, ActionStore, AlertRow
 
 OFFLINE_ALERTS: frozenset[str] = frozenset(
     {"KafkaLogDirOffline", "KafkaOfflinePartitions", "KafkaOfflineReplicas"}
@@ -128,7 +128,8 @@ def receive(store: ActionStore, webhook: Webhook) -> tuple[Received, ...]:
     open_rows: tuple[ActionRow, ...] | None = None
     for alert in webhook.alerts:
         key = (webhook.group_key, alert.fingerprint, alert.status)
-        new = store.record_alert(*key, alert.labels)
+        new = store.record_alert(*key, alert.labels, alert.annotations,
+                                 alert.starts_at.isoformat())
         seen = None if new else store.alert(*key)
         action_id = seen.action_id if seen is not None else None
         if action_id is None and alert.name in OFFLINE_ALERTS:
@@ -140,6 +141,13 @@ def receive(store: ActionStore, webhook: Webhook) -> tuple[Received, ...]:
                 store.set_alert_action(*key, row.id)
         out.append(Received(alert, new, action_id))
     return tuple(out)
+
+
+def stored_alert(row: AlertRow) -> Alert:
+    """The alert as it was received, for the approval page."""
+    starts = datetime.fromisoformat(row.starts_at or row.received_at)
+    return Alert(status=row.status, labels=row.labels, annotations=row.annotations,
+                 starts_at=starts, ends_at=None, fingerprint=row.fingerprint)
 
 
 def _score(row: ActionRow, broker: int, log_dir: str | None) -> int:

@@ -35,6 +35,7 @@ def test_auto_actions_skip_approval() -> None:
     (S.AWAITING_APPROVAL, S.CANCELLED), (S.AWAITING_APPROVAL, S.EXPIRED),
     (S.AWAITING_APPROVAL, S.SUPERSEDED), (S.APPROVED, S.CANCELLED), (S.APPROVED, S.SUPERSEDED),
     (S.EXECUTING, S.FAILED), (S.EXECUTING, S.CANCELLED), (S.VERIFYING, S.FAILED),
+    (S.PROPOSED, S.SUPERSEDED),
 ])
 def test_every_listed_exit_is_legal(cur: State, nxt: State) -> None:
     assert transition(cur, nxt) is nxt

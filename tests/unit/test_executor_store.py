@@ -344,6 +344,12 @@ def test_a_schema_1_file_is_migrated_in_place(tmp_path: Path) -> None:
         CREATE TABLE audit (id INTEGER PRIMARY KEY AUTOINCREMENT, action_id TEXT,
             at TEXT NOT NULL, from_state TEXT, to_state TEXT NOT NULL, actor TEXT NOT NULL,
             reason TEXT NOT NULL, raw TEXT);
+        CREATE TABLE used_links (nonce TEXT PRIMARY KEY, action_id TEXT NOT NULL,
+            used_at TEXT NOT NULL);
+        CREATE TABLE alerts (fingerprint TEXT NOT NULL, group_key TEXT NOT NULL,
+            status TEXT NOT NULL, labels TEXT NOT NULL, received_at TEXT NOT NULL,
+            action_id TEXT, PRIMARY KEY (group_key, fingerprint, status));
+        INSERT INTO alerts VALUES ('f', 'g', 'firing', '{}', '2026-11-22T00:00:00Z', NULL);
         PRAGMA user_version=1;
     """)
     db.close()
@@ -351,3 +357,4 @@ def test_a_schema_1_file_is_migrated_in_place(tmp_path: Path) -> None:
         aid = store.propose(parse_action(fix_offline())).row.id
         assert store.update_journal(aid, submitted=True) == {"submitted": True}
         assert store.audit(aid)[0].source is None
+        assert store.alerts()[0].annotations == {}

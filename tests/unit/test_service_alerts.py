@@ -12,7 +12,13 @@ import pytest
 from remediation.executor.actions import parse_action
 from remediation.executor.lifecycle import State
 from remediation.executor.store import ActionStore
-from remediation.service.alerts import AlertPayloadError, link_alert, parse_webhook, receive
+from remediation.service.alerts import (
+    AlertPayloadError,
+    link_alert,
+    parse_webhook,
+    receive,
+    stored_alert,
+)
 from tests.unit.action_records import fix_offline, of_type
 
 
@@ -140,3 +146,15 @@ def test_an_alert_that_fired_before_its_action_is_linked_on_the_repeat(
     again = receive(store, parse_webhook(body))[0]
     assert (again.new, again.action_id) == (False, fix)
     assert [a.action_id for a in store.alerts()] == [fix]
+
+
+def test_a_stored_alert_keeps_what_the_page_shows(store: ActionStore) -> None:
+    fix = _stored(store, fix_offline())
+    body = webhook(alert())
+    body["alerts"][0]["annotations"] = {"summary": "log dir offline on broker 3"}
+    receive(store, parse_webhook(body))
+    (row,) = store.alerts(fix)
+    shown = stored_alert(row)
+    assert shown.annotations == {"summary": "log dir offline on broker 3"}
+    assert shown.labels["alertname"] == "KafkaLogDirOffline"
+    assert shown.starts_at == parse_webhook(body).alerts[0].starts_at

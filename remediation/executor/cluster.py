@@ -1,0 +1,150 @@
+"""The executor's hands on the cluster: reads for a `LiveView`, and the Admin API calls.
+
+Everything here talks to Kafka through one kafka-python admin client (the only Python
+client with reassignment and log-dir calls). Replies are reduced to plain values and
+Kafka's per-partition errors to `ClusterError` messages that name the partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from remediation.executor.checks import TP, LiveView, Reassigning
+from remediation.executor.throttle import Configs, split
+from remediation.live import PlacementMemory, describe_dirs, read_snapshot
+from remediation.model import ClusterModel
+from schemas.snapshot import snapshot_from_dict
+
+PREFERRED = 0  # ElectLeaders election type
+
+
+class ClusterError(RuntimeError):
+    """An Admin API call failed; the message names the call and what it was about."""
+
+
+def _error_name(err: Any) -> str | None:
+    """None for success, else the Kafka error's name (kafka-python gives classes)."""
+    if err is None:
+        return None
+    name = getattr(err, "__name__", None) or type(err).__name__
+    return None if name == "NoError" else name
+
+
+class KafkaCluster:
+    """One cluster, read and changed through `admin` (a kafka-python KafkaAdminClient)."""
+
+    def __init__(self, admin: Any, cluster_id: str | None = None) -> None:
+        self.admin = admin
+        self.cluster_id = cluster_id
+        # Carried from read to read: replicas of a dir that failed keep their last dir.
+        self.memory = PlacementMemory()
+
+    # --- reads ------------------------------------------------------------------------
+
+    def read(self, future_of: Iterable[int] = ()) -> LiveView:
+        """The live cluster; `future_of` lists brokers whose dir moves in flight matter."""
+        try:
+            doc = read_snapshot(self.admin, self.cluster_id, self.memory)
+            reassigning = self.reassignments()
+        except Exception as exc:
+            raise ClusterError(f"cannot read the cluster: {exc}") from exc
+        model = ClusterModel(snapshot_from_dict(doc))
+        future: dict[tuple[str, int, int], str] = {}
+        for b in sorted(set(future_of) & model.alive):
+            dirs = describe_dirs(self.admin, b)
+            if dirs is not None:
+                future.update({(t, p, b): path for (t, p), path in dirs.future.items()})
+        return LiveView(model, reassigning, future)
+
+    def reassignments(self) -> dict[TP, Reassigning]:
+        """Every partition reassignment in flight on the cluster."""
+        found = self.admin.list_partition_reassignments()
+        return {(tp.topic, tp.partition): Reassigning(tuple(r["replicas"]),
+                                                      tuple(r["adding_replicas"]),
+                                                      tuple(r["removing_replicas"]))
+                for tp, r in found.items()}
+
+    def configs(self, resources: Iterable[str], keys: Iterable[str]) -> Configs:
+        """The values now set for `keys` on each resource ('broker:1', 'topic:t'); None
+        when unset (a cluster-wide default does not count: it stays when ours goes)."""
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        wanted = list(keys)
+        res = list(resources)
+        if not res:
+            return {}
+        kinds = {"broker": ConfigResourceType.BROKER, "topic": ConfigResourceType.TOPIC}
+        reply = self.admin.describe_configs(
+            [ConfigResource(kinds[split(r)[0]], split(r)[1]) for r in res])
+        out: Configs = {}
+        for r in res:
+            kind, name = split(r)
+            found = reply.get(kind, {}).get(name, {})
+            out[r] = {k: (found[k]["value"] if k in found else None) for k in wanted}
+        return out
+
+    # --- changes ----------------------------------------------------------------------
+
+    def alter_configs(self, configs: Configs) -> None:
+        """Incremental alter: set each value, delete each None; nothing else is touched."""
+        from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+
+        if not configs:
+            return
+        kinds = {"broker": ConfigResourceType.BROKER, "topic": ConfigResourceType.TOPIC}
+        resources = []
+        for r, keys in sorted(configs.items()):
+            kind, name = split(r)
+            ops = {k: (AlterConfigOp.DELETE, None) if v is None else (AlterConfigOp.SET, v)
+                   for k, v in keys.items()}
+            resources.append(ConfigResource(kinds[kind], name, ops))
+        # The throttle rates are dynamic configs the broker does not list as such.
+        reply = self.admin.alter_configs(resources, raise_on_unknown=False, incremental=True)
+        failed = [f"{kind}:{name}: {result}" for kind, by_name in reply.items()
+                  for name, result in by_name.items() if result != "OK"]
+        if failed:
+            raise ClusterError("altering configs failed: " + "; ".join(failed))
+
+    def reassign(self, targets: Mapping[TP, list[int] | None]) -> dict[TP, str]:
+        """Submit (or with None, cancel) reassignments; returns errors by partition."""
+        from kafka import TopicPartition
+
+        if not targets:
+            return {}
+        reply = self.admin.alter_partition_reassignments(
+            {TopicPartition(t, p): replicas for (t, p), replicas in targets.items()})
+        out: dict[TP, str] = {}
+        for tp, err in reply.items():
+            name = _error_name(err)
+            if name is not None:
+                out[(tp.topic, tp.partition)] = name
+        return out
+
+    def move_dirs(self, moves: Mapping[tuple[str, int, int], str]) -> dict[tuple[str, int, int],
+                                                                           str]:
+        """AlterReplicaLogDirs; returns errors by replica (ReplicaNotAvailable included)."""
+        if not moves:
+            return {}
+        reply = self.admin.alter_replica_log_dirs(dict(moves))
+        out: dict[tuple[str, int, int], str] = {}
+        for tpr, err in reply.items():
+            name = _error_name(err)
+            if name is not None:
+                out[(tpr.topic, tpr.partition, tpr.broker_id)] = name
+        return out
+
+    def elect_preferred(self, partitions: Iterable[TP]) -> dict[TP, str]:
+        """Preferred leader elections; 'not needed' counts as done. Errors by partition."""
+        by_topic: dict[str, list[int]] = {}
+        for t, p in partitions:
+            by_topic.setdefault(t, []).append(p)
+        if not by_topic:
+            return {}
+        reply = self.admin.elect_leaders(PREFERRED, by_topic, raise_errors=False)
+        out: dict[TP, str] = {}
+        for result in reply.replica_election_results:
+            for pr in result.partition_result:
+                if pr.error_code not in (0, 84):  # 84: ELECTION_NOT_NEEDED
+                    out[(result.topic, pr.partition_id)] = pr.error_message or str(pr.error_code)
+        return out

@@ -1,0 +1,218 @@
+"""One active executor at a time: a lock the others wait on as standbys.
+
+ZooKeeper mode (and any cluster with `[serve] lock_zookeeper` set): a kazoo `Lock` under
+`/selfheal/executor/<cluster id>`; its node is ephemeral, so when the holder dies its
+ZooKeeper session expires (the session timeout, 10 s by default) and the next standby
+in line gets the lock. While the session is suspended (ZooKeeper unreachable) the holder
+does nothing; when it is lost, the holder stops and queues up again.
+
+KRaft without a ZooKeeper: a lease through a Kafka consumer group. Every `serve` joins
+one group on a one-partition topic (`<prefix>executor-lock`); the member that is assigned
+the partition is the leader. A killed leader leaves the group after
+`session.timeout.ms`, and the coordinator hands the partition to a standby. Unlike the
+ZooKeeper lock this is a lease without a fencing token: a leader paused for longer than
+the session timeout may act once more before it notices. Kafka rejects most doubled
+calls itself (a second identical reassignment changes nothing), and the executor
+re-reads the cluster before every step, which keeps that window small.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+LOCK_ROOT = "/selfheal/executor"
+LOCK_TOPIC = "executor-lock"
+SESSION_TIMEOUT_S = 10.0
+
+
+class LockError(RuntimeError):
+    """The lock service cannot be reached or set up; the message says what to check."""
+
+
+class Leadership(Protocol):
+    def wait(self, stop: threading.Event) -> bool:
+        """Block until this process leads (True) or `stop` is set (False)."""
+        ...
+
+    def is_leader(self) -> bool: ...
+
+    def holder(self) -> str | None:
+        """Who leads now, as its identity string, if known."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def identity(url: str | None = None) -> str:
+    """'host pid 1234 http://...': what standbys and the status page show of a leader."""
+    return f"{socket.gethostname()} pid {os.getpid()}" + (f" {url}" if url else "")
+
+
+class ZkLeadership:
+    """The kazoo lock (ZooKeeper recipe: ephemeral sequential nodes, lowest one leads)."""
+
+    def __init__(self, hosts: str, cluster_id: str, me: str,
+                 log: Callable[[str], None] = lambda m: None,
+                 session_timeout: float = SESSION_TIMEOUT_S) -> None:
+        from kazoo.client import KazooClient
+        from kazoo.protocol.states import KazooState
+
+        self.path = f"{LOCK_ROOT}/{cluster_id}"
+        self.me = me
+        self._log = log
+        self._states = KazooState
+        self._leader = False
+        self._connected = threading.Event()
+        self.client = KazooClient(hosts=hosts, timeout=session_timeout)
+        self.client.add_listener(self._on_state)
+        try:
+            self.client.start(timeout=15)
+        except Exception as exc:
+            self.client.close()
+            raise LockError(f"cannot reach ZooKeeper at {hosts} for the executor lock "
+                            f"({exc}); check [cluster] zookeeper_connect or "
+                            "[serve] lock_zookeeper") from exc
+        self._connected.set()
+        self.lock = self.client.Lock(self.path, me)
+
+    def _on_state(self, state: Any) -> None:
+        # kazoo calls this on its own thread; only flags change here.
+        if state == self._states.CONNECTED:
+            self._connected.set()
+        else:
+            self._connected.clear()
+            if state == self._states.LOST and self._leader:
+                self._leader = False
+                self._log("ZooKeeper session lost: no longer the active executor")
+
+    def wait(self, stop: threading.Event) -> bool:
+        while not stop.is_set():
+            if not self._connected.wait(timeout=1.0):
+                continue
+            try:
+                if self.lock.acquire(blocking=True, timeout=1.0):
+                    self._leader = True
+                    return True
+            except Exception as exc:  # LockTimeout, or the session dropped meanwhile
+                if type(exc).__name__ != "LockTimeout":
+                    self._log(f"lock attempt failed ({exc}); retrying")
+                    self.lock = self.client.Lock(self.path, self.me)
+                    time.sleep(1.0)
+        return False
+
+    def is_leader(self) -> bool:
+        return self._leader and self._connected.is_set() and self.lock.is_acquired
+
+    def holder(self) -> str | None:
+        try:
+            contenders = self.lock.contenders()
+        except Exception:
+            return None
+        return contenders[0] if contenders else None
+
+    def close(self) -> None:
+        try:
+            if self.lock.is_acquired:
+                self.lock.release()
+        except Exception:
+            pass  # the session ends below anyway, which frees the node
+        self._leader = False
+        self.client.stop()
+        self.client.close()
+
+
+class GroupLeadership:
+    """Leadership through a Kafka consumer group on a one-partition topic (KRaft fallback)."""
+
+    def __init__(self, client_config: dict[str, Any], topic: str, cluster_id: str, me: str,
+                 log: Callable[[str], None] = lambda m: None,
+                 session_timeout: float = SESSION_TIMEOUT_S) -> None:
+        from confluent_kafka import Consumer
+
+        self.topic = topic
+        self.me = me
+        self._log = log
+        self._leader = threading.Event()
+        self._stop = threading.Event()
+        _ensure_lock_topic(client_config, topic)
+        self.consumer = Consumer({
+            **client_config,
+            "group.id": f"selfheal-executor-lock-{cluster_id}",
+            "client.id": me[:200],
+            "enable.auto.commit": False,
+            "session.timeout.ms": int(session_timeout * 1000),
+            "heartbeat.interval.ms": 1000,
+            "partition.assignment.strategy": "range",
+        })
+        self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                on_lost=self._on_revoke)
+        # The group needs polls to stay a member; a thread of its own keeps them coming
+        # whatever the executor is busy with.
+        self._thread = threading.Thread(target=self._poll, name="executor-lock", daemon=True)
+        self._thread.start()
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        if any(p.partition == 0 for p in partitions):
+            self._leader.set()
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        if self._leader.is_set():
+            self._log("the executor lease moved to another serve: no longer active")
+        self._leader.clear()
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.consumer.poll(0.5)
+            except Exception as exc:  # a closed consumer, or the bus going away
+                if self._stop.is_set():
+                    return
+                self._log(f"executor lease poll failed ({exc}); retrying")
+                time.sleep(1.0)
+
+    def wait(self, stop: threading.Event) -> bool:
+        while not stop.is_set():
+            if self._leader.wait(timeout=1.0):
+                return True
+        return False
+
+    def is_leader(self) -> bool:
+        return self._leader.is_set()
+
+    def holder(self) -> str | None:
+        return self.me if self._leader.is_set() else None
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._leader.clear()
+        try:
+            self.consumer.close()  # leaves the group now: a standby takes over at once
+        except Exception:
+            pass
+
+
+def _ensure_lock_topic(client_config: dict[str, Any], topic: str) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(client_config)
+    try:
+        meta = admin.list_topics(timeout=15)
+    except KafkaException as exc:
+        raise LockError(f"cannot reach the event bus for the executor lease: {exc}") from exc
+    if topic in meta.topics:
+        return
+    rf = min(3, len(meta.brokers))
+    future = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=rf)],
+                                 request_timeout=15)[topic]
+    try:
+        future.result()
+    except KafkaException as exc:
+        if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
+            raise LockError(f"cannot create the executor lease topic {topic}: {exc}") from exc

@@ -1,0 +1,407 @@
+"""The executor: takes actions in, decides by policy, and drives each one to its end.
+
+Level-triggered, like a Kubernetes controller: every step re-reads the live cluster,
+compares it with the action's target and does the smallest next thing. Nothing depends
+on remembering what happened in memory: what the executor started (and the configs it
+must put back) is in the action's journal in the store, written *before* the call to
+Kafka, so a restarted or standby executor resumes an action mid-flight without starting
+a second reassignment.
+
+One action executes at a time: throttles are per broker and per topic, and two actions
+restoring "what was there before" in the wrong order would leave one's throttle behind.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from remediation.executor import checks, throttle
+from remediation.executor.actions import Action, ActionError, parse_action
+from remediation.executor.checks import LiveView
+from remediation.executor.cluster import ClusterError, KafkaCluster
+from remediation.executor.lifecycle import State, reopen_refusal
+from remediation.executor.policy import ClusterHealth, Decision, Policy
+from remediation.executor.store import ActionRow, ActionStore
+
+ACTOR = "executor"
+HOUR = timedelta(hours=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    execution_seconds: float = 3600.0  # moves not done by then are reverted: failed
+    verify_seconds: float = 120.0  # target state not seen by then: failed
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """What became of one record from the actions topic."""
+
+    outcome: str  # rejected | duplicate | proposed | reopened | superseded
+    reason: str
+    action_id: str | None = None
+    state: State | None = None
+
+
+def _utc(t: datetime) -> str:
+    return t.astimezone(UTC).isoformat()
+
+
+class Executor:
+    """Intake decisions and the execution loop over one store and one cluster."""
+
+    def __init__(self, store: ActionStore, cluster: KafkaCluster, policy: Policy, *,
+                 timeouts: Timeouts = Timeouts(),
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 notify: Callable[[ActionRow, Decision], None] | None = None,
+                 publish: Callable[[Action], None] | None = None,
+                 is_leader: Callable[[], bool] = lambda: True,
+                 log: Callable[[str], None] | None = None) -> None:
+        self.store = store
+        self.cluster = cluster
+        self.policy = policy
+        self.timeouts = timeouts
+        self._clock = clock
+        self._notify = notify
+        self._publish = publish
+        self.is_leader = is_leader
+        self._log = log or (lambda m: print(f"selfheal executor: {m}", file=sys.stderr,
+                                            flush=True))
+        self._last_error: str | None = None
+        self.errors = 0  # Kafka calls that failed (retried on the next tick)
+
+    # --- intake -------------------------------------------------------------------------
+
+    def receive(self, raw: bytes | str, source: str | None = None) -> Received:
+        """One record from the actions topic: refuse, ignore, or propose and decide.
+
+        Raises ClusterError when the cluster cannot be read: the caller retries the same
+        record later, so nothing is decided on a guess.
+        """
+        try:
+            action = parse_action(json.loads(raw))
+        except (ValueError, ActionError) as exc:  # JSONDecodeError is a ValueError
+            reason = f"malformed action record: {exc}"
+            self.store.reject(raw, reason, ACTOR, source=source)
+            return Received("rejected", reason)
+        view = self._read(action)
+        bad = checks.problems(action, view)
+        if bad:
+            reason = "refused, nothing executed: " + checks.summarise(bad)
+            self.store.reject(raw, reason, ACTOR, action_id=action.action_id, source=source)
+            return Received("rejected", reason, action.action_id)
+        proposed = self.store.propose(action, ACTOR, source=source)
+        row = proposed.row
+        previous: ActionRow | None = None
+        if proposed.duplicate:
+            if row.open:
+                return Received("duplicate", "already known and open", row.id, row.state)
+            refusal = reopen_refusal(row.state)
+            verdict = checks.applies(action, view)
+            if refusal is not None or not verdict.applies:
+                why = refusal or verdict.reason
+                self.store.note(row.id, ACTOR, f"not re-opened: {why}")
+                return Received("duplicate", why, row.id, row.state)
+            previous = row
+            row = self.store.reopen(action, ACTOR, f"re-proposed, the problem is back "
+                                    f"(attempt {row.attempts + 1}; last one {row.state}): "
+                                    f"{verdict.reason}", source=source)
+        return self._decide(row, action, view, previous)
+
+    def _decide(self, row: ActionRow, action: Action, view: LiveView,
+                previous: ActionRow | None) -> Received:
+        outcome = "reopened" if previous is not None else "proposed"
+        verdict = checks.applies(action, view)
+        if not verdict.applies:
+            done = self.store.transition(row.id, State.SUPERSEDED, ACTOR, verdict.reason)
+            return Received("superseded", verdict.reason, row.id, done.state)
+        health = ClusterHealth.from_model(view.model, view.reassignments_per_broker())
+        moved = self.store.moved_bytes_since(self._clock() - HOUR)
+        decision = self.policy.decide(action, health, moved)
+        if previous is not None and previous.state is State.FAILED and decision.mode == "auto":
+            decision = replace(decision, mode="approve", reasons=(
+                *decision.reasons, f"the last attempt failed ({previous.error}); a human "
+                "looks before it runs again"))
+        self.store.update_journal(row.id, decision={"mode": decision.mode,
+                                                    "reasons": list(decision.reasons),
+                                                    "page": decision.page})
+        reason = "; ".join(decision.reasons)
+        if decision.mode == "auto":
+            done = self.store.transition(row.id, State.APPROVED, "policy", reason)
+        else:
+            # "refuse" (Kafka would refuse it) is caught as stale by `applies` above, so
+            # what is left waits for a human, who sees every reason on the page.
+            done = self.store.transition(row.id, State.AWAITING_APPROVAL, "policy", reason)
+            if self._notify is not None:
+                self._notify(done, decision)
+        return Received(outcome, reason, row.id, done.state)
+
+    # --- the loop -----------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """One pass: expire stale approvals, advance what runs, start the next approved."""
+        if not self.is_leader():
+            return
+        self.store.expire_overdue(self.policy.limits.approval_ttl_seconds, ACTOR)
+        rows = self.store.in_flight()
+        running = [r for r in rows if r.state in (State.EXECUTING, State.VERIFYING)]
+        try:
+            for row in running:
+                self.step(row)
+            if not running:
+                approved = [r for r in rows if r.state is State.APPROVED]
+                if approved:
+                    self.step(approved[0])
+            self._last_error = None
+        except ClusterError as exc:
+            self.errors += 1
+            if str(exc) != self._last_error:  # say it once, not every tick
+                self._log(f"{exc}; retrying")
+                self._last_error = str(exc)
+
+    def step(self, row: ActionRow) -> None:
+        """Advance one action by one step, from whatever state it is in."""
+        if not self.is_leader():
+            return
+        action = parse_action(row.record)
+        if row.state is State.APPROVED:
+            self._start(row, action)
+        elif row.state is State.EXECUTING:
+            self._advance(row, action)
+        elif row.state is State.VERIFYING:
+            self._verify(row, action)
+
+    def _read(self, action: Action) -> LiveView:
+        return self.cluster.read(future_of={b for t in action.targets() for b in t.replicas})
+
+    def _fresh(self, row: ActionRow) -> ActionRow:
+        found = self.store.get(row.id)
+        assert found is not None  # actions are never deleted
+        return found
+
+    def _start(self, row: ActionRow, action: Action) -> None:
+        view = self._read(action)
+        verdict = checks.applies(action, view)
+        if not verdict.applies:
+            self.store.transition(row.id, State.SUPERSEDED, ACTOR,
+                                  f"re-read before acting: {verdict.reason}")
+            return
+        row = self.store.transition(row.id, State.EXECUTING, ACTOR, f"{verdict.reason}; starting")
+        self.store.update_journal(row.id, started_at=_utc(self._clock()), attempt=row.attempts)
+        self._advance(self._fresh(row), action, view)
+
+    def _advance(self, row: ActionRow, action: Action, view: LiveView | None = None) -> None:
+        view = view or self._read(action)
+        if row.cancel_request is not None:
+            who = row.cancel_request
+            self._revert(row, action, view, State.CANCELLED, who["actor"],
+                         f"cancelled by {who['actor']}: {who['reason']}")
+            return
+        started = datetime.fromisoformat(row.journal.get("started_at", _utc(self._clock())))
+        elapsed = (self._clock() - started).total_seconds()
+        if elapsed > self.timeouts.execution_seconds:
+            self._revert(row, action, view, State.FAILED, ACTOR,
+                         f"not done after {elapsed:.0f} s (execution timeout "
+                         f"{self.timeouts.execution_seconds:g} s)")
+            return
+        if action.type == "move_replica_dirs":
+            self._advance_dirs(row, action, view)
+        elif action.type == "assign_consumers":
+            if self._publish is None:
+                self._fail(row, "no event bus to publish the consumer assignment to")
+                return
+            self._publish(action)
+            self._to_verifying(row, "assignment published to the consumer-assignments topic")
+        else:
+            self._advance_reassignment(row, action, view)
+
+    def _advance_reassignment(self, row: ActionRow, action: Action, view: LiveView) -> None:
+        st = checks.status(action, view)
+        journal = row.journal
+        if st.not_started:
+            if journal.get("submitted"):
+                self._revert(row, action, view, State.FAILED, ACTOR,
+                             "the reassignment selfheal submitted is no longer in progress and "
+                             "its target was not reached (cancelled outside selfheal?): "
+                             + checks.summarise(st.not_started))
+                return
+            self._submit_reassignment(row, action, view)
+            return
+        if st.in_flight:
+            self._progress(row, f"{len(st.done)} of {len(action.targets())} partitions done; "
+                                + checks.summarise(st.in_flight))
+            return
+        # Every replica list is at its target. A fix may still have replicas to put in the
+        # dirs the plan names; a leader plan has its elections to run.
+        if action.type == "fix_offline_replicas" and not self._dirs_in_place(row, action, view):
+            return
+        if action.type == "rebalance_leaders" and not journal.get("elected"):
+            errors = self.cluster.elect_preferred(action.elections())
+            self.store.update_journal(row.id, elected=True)
+            self.store.note(row.id, ACTOR, f"preferred election run for "
+                            f"{len(action.elections())} partitions"
+                            + (f"; not yet: {errors}" if errors else ""))
+        self._to_verifying(row, f"all {len(action.targets())} partitions at their target "
+                                "replicas")
+
+    def _submit_reassignment(self, row: ActionRow, action: Action, view: LiveView) -> None:
+        targets = {(t.topic, t.partition): list(t.replicas) for t in action.targets()}
+        if action.type == "fix_offline_replicas":
+            self._throttle(row, "inter", throttle.inter_broker(
+                action, view, self.policy.limits.inter_broker_throttle_bytes_per_s))
+            # As kafka-reassign-partitions does: name the dir of each new replica first, so
+            # the broker creates it there (it answers ReplicaNotAvailable until then).
+            preferred = {(t.topic, t.partition, b): path for t in action.targets()
+                         for b in t.replicas if (path := t.dir_of(b)) is not None
+                         and b not in view.model.brokers_with_offline_dir}
+            self.cluster.move_dirs(preferred)
+        # Journal first: a crash after the call must not submit a second time.
+        self.store.update_journal(row.id, submitted=True, submitted_at=_utc(self._clock()))
+        errors = self.cluster.reassign(targets)
+        accepted = len(targets) - len(errors)
+        self.store.note(row.id, ACTOR, f"reassignment submitted for {accepted} partitions"
+                        + (f"; refused: {_errors(errors)}" if errors else ""))
+        if errors:
+            self._revert(row, action, self._read(action), State.FAILED, ACTOR,
+                         f"Kafka refused the reassignment of {_errors(errors)}")
+
+    def _dirs_in_place(self, row: ActionRow, action: Action, view: LiveView) -> bool:
+        """Moves replicas into the dirs the plan names once they exist; True when none left."""
+        moves = checks.dir_moves(action, view)
+        flying = [k for k in view.future if k[:2] in {(t.topic, t.partition)
+                                                      for t in action.targets()}]
+        if not moves:
+            return not flying
+        if row.journal.get("dirs_submitted"):
+            self._progress(row, f"{len(moves)} replicas still outside their planned dir")
+            return not flying  # a broker may have declined; verification will say so
+        self._throttle(row, "intra", throttle.intra_broker(
+            moves, self.policy.limits.intra_broker_throttle_bytes_per_s))
+        self.store.update_journal(row.id, dirs_submitted=True)
+        errors = self.cluster.move_dirs(moves)
+        self.store.note(row.id, ACTOR, f"{len(moves)} replicas moved to their planned dirs"
+                        + (f"; refused: {_errors(errors)}" if errors else ""))
+        return False
+
+    def _advance_dirs(self, row: ActionRow, action: Action, view: LiveView) -> None:
+        moves = checks.dir_moves(action, view)
+        st = checks.status(action, view)
+        if moves and not row.journal.get("submitted"):
+            self._throttle(row, "intra", throttle.intra_broker(
+                moves, self.policy.limits.intra_broker_throttle_bytes_per_s))
+            self.store.update_journal(row.id, submitted=True, submitted_at=_utc(self._clock()))
+            errors = self.cluster.move_dirs(moves)
+            self.store.note(row.id, ACTOR, f"log dir moves submitted for {len(moves)} replicas"
+                            + (f"; refused: {_errors(errors)}" if errors else ""))
+            if errors:
+                self._revert(row, action, self._read(action), State.FAILED, ACTOR,
+                             f"Kafka refused the move of {_errors(errors)}")
+            return
+        if st.in_flight:
+            self._progress(row, checks.summarise(st.in_flight))
+            return
+        if moves:
+            self._revert(row, action, view, State.FAILED, ACTOR,
+                         "the log dir moves selfheal submitted are no longer in progress and "
+                         "the replicas are not in their target dirs: "
+                         + checks.summarise(st.not_started))
+            return
+        self._to_verifying(row, f"all {len(action.targets())} partitions in their target dirs")
+
+    def _to_verifying(self, row: ActionRow, reason: str) -> None:
+        self._restore(row)
+        row = self.store.transition(row.id, State.VERIFYING, ACTOR, reason)
+        self.store.update_journal(row.id, verifying_at=_utc(self._clock()))
+        self._verify(self._fresh(row), parse_action(row.record))
+
+    def _verify(self, row: ActionRow, action: Action) -> None:
+        self._restore(row)  # in case the executor stopped between the moves and here
+        view = self._read(action)
+        problems = checks.verify(action, view)
+        if not problems:
+            self.store.transition(row.id, State.SUCCEEDED, ACTOR,
+                                  f"verified on the live cluster: {len(action.targets())} "
+                                  "partitions in their target state")
+            return
+        if action.type == "rebalance_leaders":
+            # A preferred leader that was still catching up may be electable now.
+            self.cluster.elect_preferred(action.elections())
+        since = datetime.fromisoformat(row.journal.get("verifying_at", _utc(self._clock())))
+        waited = (self._clock() - since).total_seconds()
+        if waited > self.timeouts.verify_seconds:
+            self._fail(row, f"target state not reached {waited:.0f} s after the moves: "
+                            + checks.summarise(problems))
+        else:
+            self._progress(row, "verifying: " + checks.summarise(problems))
+
+    # --- reverting, throttles, bookkeeping ---------------------------------------------
+
+    def _revert(self, row: ActionRow, action: Action, view: LiveView, end: State, actor: str,
+                reason: str) -> None:
+        """Cancel what is in flight for this action, restore configs, and end it."""
+        ours = {(t.topic, t.partition) for t in action.targets()}
+        flying = {tp: None for tp in ours if tp in view.reassigning}
+        undone: list[str] = []
+        if flying:
+            errors = self.cluster.reassign(flying)
+            undone.append(f"{len(flying) - len(errors)} reassignments cancelled")
+        back = {}
+        for (t, p, b) in view.future:
+            part = view.partition(t, p)
+            if (t, p) in ours and part is not None:
+                current = next((r.log_dir for r in part.replicas if r.broker == b), None)
+                if current is not None:
+                    back[(t, p, b)] = current
+        if back:
+            self.cluster.move_dirs(back)
+            undone.append(f"{len(back)} log dir moves stopped")
+        self._restore(row)
+        tail = ("; reverted: " + ", ".join(undone)) if undone else "; nothing was in flight"
+        if end is State.CANCELLED:
+            self.store.transition(row.id, State.CANCELLED, actor, reason + tail)
+        else:
+            self._fail(row, reason + tail)
+
+    def _fail(self, row: ActionRow, reason: str) -> None:
+        self._restore(row)
+        self.store.transition(row.id, State.FAILED, ACTOR, reason)
+        self._log(f"action {row.id[:12]} failed: {reason}")
+
+    def _throttle(self, row: ActionRow, kind: str, wanted: throttle.Configs) -> None:
+        """Set throttles once per action, saving what was there first (in the journal)."""
+        if not wanted:
+            return
+        known = dict(self._fresh(row).journal.get("throttles", {}))
+        if kind in known:
+            return  # set by an earlier step or an earlier executor
+        keys = {k for keys in wanted.values() for k in keys}
+        found = self.cluster.configs(wanted, keys)
+        target = throttle.merged(wanted, found)
+        known[kind] = {"saved": throttle.saved_values(target, found), "restored": False}
+        self.store.update_journal(row.id, throttles=known)
+        self.cluster.alter_configs(throttle.changes(target, found))
+        self.store.note(row.id, ACTOR, f"throttle set: {throttle.describe(target)}")
+
+    def _restore(self, row: ActionRow) -> None:
+        known = dict(self._fresh(row).journal.get("throttles", {}))
+        for kind, entry in known.items():
+            if entry.get("restored"):
+                continue
+            self.cluster.alter_configs(entry["saved"])
+            known[kind] = {**entry, "restored": True}
+            self.store.update_journal(row.id, throttles=known)
+            restored = throttle.describe(entry["saved"])
+            self.store.note(row.id, ACTOR, f"throttle removed, configs restored: {restored}")
+
+    def _progress(self, row: ActionRow, text: str) -> None:
+        if row.journal.get("progress") != text:
+            self.store.update_journal(row.id, progress=text)
+
+
+def _errors(errors: dict[Any, str]) -> str:
+    return checks.summarise(f"{'-'.join(map(str, k))}: {v}" for k, v in sorted(errors.items()))

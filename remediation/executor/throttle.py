@@ -1,0 +1,129 @@
+"""Replication throttles: which configs an action sets, and how to put back what was there.
+
+Inter-broker copies (a reassignment) are throttled the way `kafka-reassign-partitions.sh
+--throttle` does it: `leader/follower.replication.throttled.rate` on every broker
+involved, and on each topic `leader.replication.throttled.replicas` (the replicas that
+serve the copy) plus `follower.replication.throttled.replicas` (the new ones). Moves
+between a broker's own dirs are throttled by the broker config
+`replica.alter.log.dirs.io.max.bytes.per.second`.
+
+The executor saves the values it finds before it changes anything (in the action's
+journal, so a restarted executor can still restore them) and restores exactly those
+afterwards, with incremental alter configs: a key that was unset is deleted again, a
+value an operator had set comes back as it was. A replica list an operator already had
+is kept and extended, and "*" (throttle everything) stays "*".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from remediation.executor.actions import Action
+from remediation.executor.checks import LiveView
+
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+DIR_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+REPLICA_LISTS = frozenset({LEADER_REPLICAS, FOLLOWER_REPLICAS})
+
+# "broker:3" or "topic:orders" -> {config key: value}; None means "not set".
+Configs = dict[str, dict[str, str | None]]
+
+
+def resource(kind: str, name: str | int) -> str:
+    return f"{kind}:{name}"
+
+
+def split(key: str) -> tuple[str, str]:
+    """'topic:orders' -> ('topic', 'orders'); Kafka topic names never hold ':'."""
+    kind, _, name = key.partition(":")
+    return kind, name
+
+
+def inter_broker(action: Action, view: LiveView, rate: int) -> Configs:
+    """The throttle configs for an action's reassignment; empty when `rate` is 0 (off)."""
+    if rate <= 0:
+        return {}
+    brokers: set[int] = set()
+    leaders: dict[str, set[str]] = {}
+    followers: dict[str, set[str]] = {}
+    for t in action.targets():
+        p = view.partition(t.topic, t.partition)
+        current = [r.broker for r in p.replicas] if p is not None else []
+        new = [b for b in t.replicas if b not in current]
+        if not new:
+            continue  # a reorder moves no data
+        sources = [b for b in current if b in view.model.alive]
+        brokers.update(sources, new)
+        leaders.setdefault(t.topic, set()).update(f"{t.partition}:{b}" for b in sources)
+        followers.setdefault(t.topic, set()).update(f"{t.partition}:{b}" for b in new)
+    out: Configs = {resource("broker", b): {LEADER_RATE: str(rate), FOLLOWER_RATE: str(rate)}
+                    for b in sorted(brokers)}
+    for topic in sorted(set(leaders) | set(followers)):
+        out[resource("topic", topic)] = {
+            LEADER_REPLICAS: _join(leaders.get(topic, set())),
+            FOLLOWER_REPLICAS: _join(followers.get(topic, set())),
+        }
+    return out
+
+
+def intra_broker(moves: Mapping[tuple[str, int, int], str], rate: int) -> Configs:
+    """The log-dir move throttle on every broker with a move; empty when `rate` is 0."""
+    if rate <= 0:
+        return {}
+    return {resource("broker", b): {DIR_RATE: str(rate)}
+            for b in sorted({b for _, _, b in moves})}
+
+
+def merged(wanted: Configs, found: Configs) -> Configs:
+    """`wanted`, with the replica lists already there kept ("*" stays "*")."""
+    out: Configs = {}
+    for res, keys in wanted.items():
+        out[res] = {}
+        for key, value in keys.items():
+            before = found.get(res, {}).get(key)
+            if key in REPLICA_LISTS and before:
+                if before.strip() == "*":
+                    value = "*"
+                else:
+                    value = _join(set(_items(before)) | set(_items(value or "")))
+            out[res][key] = value
+    return out
+
+
+def changes(wanted: Configs, found: Configs) -> Configs:
+    """Only the keys whose value differs from what is there."""
+    out: Configs = {}
+    for res, keys in wanted.items():
+        diff = {k: v for k, v in keys.items() if found.get(res, {}).get(k) != v}
+        if diff:
+            out[res] = diff
+    return out
+
+
+def saved_values(wanted: Configs, found: Configs) -> Configs:
+    """What to restore afterwards: the value found for every key the action sets."""
+    return {res: {k: found.get(res, {}).get(k) for k in keys} for res, keys in wanted.items()}
+
+
+def describe(configs: Configs) -> str:
+    """One line for the audit: 'broker:1 leader...rate=1000, topic:orders ...'."""
+    def value(v: str | None) -> str:
+        return "(unset)" if v is None else v
+
+    return "; ".join(f"{res} " + ", ".join(f"{k}={value(v)}" for k, v in sorted(keys.items()))
+                     for res, keys in sorted(configs.items()))
+
+
+def _items(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _join(items: set[str]) -> str:
+    def order(item: str) -> tuple[int, int]:
+        partition, _, broker = item.partition(":")
+        return (int(partition), int(broker)) if partition.isdigit() and broker.isdigit() \
+            else (1 << 31, 0)
+    return ",".join(sorted(items, key=lambda i: (order(i), i)))
