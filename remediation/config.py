@@ -136,12 +136,32 @@ class DetectConfig:
     skew_window_seconds: float = _field(300.0, _positive)
     # A broker leading more than threshold x its fair share of partitions is imbalanced.
     leader_imbalance_threshold: float = _field(1.10, _at_least(1.0))
+    # Skew smaller than this (bytes above the limit) is not worth a move: near-empty
+    # dirs are "skewed" by a few segments.
+    disk_skew_min_bytes: int = _field(1 << 30, _at_least(0))
+    # Leaders must stay unbalanced this long; Kafka's own preferred-leader rebalance
+    # (leader.imbalance.check.interval.seconds, 300 s) gets the first go.
+    leader_window_seconds: float = _field(600.0, _positive)
+    # A log-dir failure signal that names no dir (a ZooKeeper notification) is tied to
+    # the dir a gauge or snapshot shows offline within this long.
+    signal_window_seconds: float = _field(120.0, _positive)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class StreamConfig:
     checkpoint_dir: Path = dataclasses.field(default_factory=_checkpoints)
-    trigger_interval_seconds: float = _field(5.0, _positive)
+    # One micro-batch per second: a failure reaches selfheal.actions within ~2-3 s
+    # (snapshot ~1 s after the event, then up to a trigger interval plus a batch).
+    trigger_interval_seconds: float = _field(1.0, _positive)
+    # Event-time watermark delay: how late a record may come and still date a failure.
+    watermark_delay_seconds: float = _field(60.0, _positive)
+    # Caps a micro-batch after downtime, so catching up never loads hours at once.
+    max_offsets_per_trigger: int = _field(250_000, _positive)
+    # Where a job with a new checkpoint starts; afterwards the checkpoint says.
+    starting_offsets: str = _field("latest", _one_of("latest", "earliest"))
+    # The job's Prometheus endpoint; port 0 picks a free one and prints it.
+    http_host: str = _field("127.0.0.1")
+    metrics_http_port: int = _field(0, _port)
 
 
 def _url(value: Any) -> str | None:

@@ -1,0 +1,485 @@
+"""Detection: per-cluster state in, decisions out. Pure; the Spark job only feeds it.
+
+One `ClusterState` per monitored cluster holds only what is wrong (open offline-dir
+episodes, failure signals not yet tied to a dir, skew and leader spells, paged brokers)
+plus a reference to the latest snapshot, never the snapshot itself: the planner fetches
+that by its Kafka coordinates when a decision needs it (streams/propose.py).
+
+Offline dirs. A ZooKeeper notification names at most the broker, so it is held as a
+*pending* failure signal; the dir comes from the per-dir gauge, a KRaft event, or the
+snapshot the collector takes at once. The first of those opens an *episode* for
+(broker, dir), dated by the earliest signal that matches it. An episode is proposed once
+(`fix_offline_replicas`) as soon as some snapshot exists to plan from, and ends when
+newer evidence shows the dir online (or gone from the broker), so the event, the gauge
+and every later snapshot reporting the same failure propose nothing more.
+
+Times are epoch milliseconds of event time. Signals of one batch are applied in event
+time order, so a notification that arrives together with the snapshot it caused still
+dates the episode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from remediation.config import DetectConfig
+
+Ms = int
+
+# Trigger kinds, as in action.schema.json's trigger.kind.
+LOGDIR_EVENT = "logdir_event"
+METRIC = "metric"
+SNAPSHOT = "snapshot"
+
+FIX_OFFLINE = "fix_offline_replicas"
+MOVE_DIRS = "move_replica_dirs"
+REBALANCE_LEADERS = "rebalance_leaders"
+PAGE = "page_operator"
+
+
+@dataclass(frozen=True, slots=True)
+class DetectSettings:
+    """The `[detect]` knobs the state machine needs, in milliseconds."""
+
+    skew_window_ms: Ms = 300_000
+    leader_window_ms: Ms = 600_000
+    signal_window_ms: Ms = 120_000
+
+    @classmethod
+    def from_config(cls, detect: DetectConfig) -> DetectSettings:
+        return cls(
+            skew_window_ms=round(detect.skew_window_seconds * 1000),
+            leader_window_ms=round(detect.leader_window_seconds * 1000),
+            signal_window_ms=round(detect.signal_window_seconds * 1000),
+        )
+
+
+# --- what the detector reads ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRef:
+    """Where a snapshot record sits on the bus, and when it was taken."""
+
+    topic: str
+    partition: int
+    offset: int
+    taken_at: Ms
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotFacts:
+    """What detection needs from one snapshot (streams/facts.py computes it).
+
+    ``dirs``: broker -> {dir path: online}; ``alive``: broker -> alive; ``skewed``:
+    broker -> fullest dir over its broker's mean, only brokers past the skew limits;
+    ``leaders``: why leadership is unbalanced, or None when it is not.
+    """
+
+    dirs: dict[int, dict[str, bool]]
+    alive: dict[int, bool]
+    skewed: dict[int, float] = field(default_factory=dict)
+    leaders: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "dirs": {str(b): d for b, d in self.dirs.items()},
+            "alive": {str(b): a for b, a in self.alive.items()},
+            "skewed": {str(b): r for b, r in self.skewed.items()},
+            "leaders": self.leaders,
+        }, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> SnapshotFacts:
+        doc = json.loads(text)
+        return cls(
+            dirs={int(b): d for b, d in doc["dirs"].items()},
+            alive={int(b): a for b, a in doc["alive"].items()},
+            skewed={int(b): r for b, r in doc["skewed"].items()},
+            leaders=doc["leaders"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A log dir failed. ``broker``/``log_dir`` None when the signal did not say."""
+
+    time: Ms
+    source: str  # LOGDIR_EVENT or METRIC
+    broker: int | None = None
+    log_dir: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DirOnline:
+    """The per-dir gauge reads 0: the dir is online at ``time``."""
+
+    time: Ms
+    broker: int
+    log_dir: str
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerGone:
+    """The broker left the cluster (its registration vanished)."""
+
+    time: Ms
+    broker: int
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotSeen:
+    time: Ms  # taken_at
+    ref: SnapshotRef
+    facts: SnapshotFacts
+
+
+Signal = Failure | DirOnline | BrokerGone | SnapshotSeen
+
+# Within one timestamp: failures first (they date episodes), snapshots last (they see
+# everything the same instant reported).
+_ORDER = {Failure: 0, DirOnline: 1, BrokerGone: 2, SnapshotSeen: 3}
+
+
+# --- what it writes ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Something to propose; streams/propose.py turns it into an action record.
+
+    ``offline_dirs`` are every dir the detector holds offline in the cluster: the
+    planner marks them offline in the snapshot, which may predate the failure.
+    """
+
+    type: str
+    cluster_id: str
+    event_time: Ms
+    trigger_kind: str
+    broker: int | None
+    log_dir: str | None
+    snapshot: SnapshotRef | None
+    offline_dirs: tuple[tuple[int, str], ...] = ()
+    reason: str = ""
+
+    def to_json(self) -> str:
+        body = dataclasses.asdict(self)
+        return json.dumps(body, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> Decision:
+        doc = json.loads(text)
+        ref = doc["snapshot"]
+        doc["snapshot"] = SnapshotRef(**ref) if ref is not None else None
+        doc["offline_dirs"] = tuple((int(b), d) for b, d in doc["offline_dirs"])
+        return cls(**doc)
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """Something the operator should read that is not an action (printed by the job)."""
+
+    cluster_id: str
+    time: Ms
+    text: str
+
+
+# --- state ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Episode:
+    """One offline spell of one (broker, dir)."""
+
+    broker: int
+    log_dir: str
+    since: Ms  # the earliest signal that matched
+    trigger: str  # the kind of that signal
+    evidence: Ms  # the newest evidence that it is offline
+    proposed: bool = False
+
+
+@dataclass(slots=True)
+class Pending:
+    """A failure signal that named no dir yet."""
+
+    time: Ms
+    source: str
+    broker: int | None
+
+
+@dataclass(slots=True)
+class Spell:
+    """A condition that must last a window before it is acted on (skew, leaders)."""
+
+    since: Ms
+    proposed: bool = False
+
+
+@dataclass(slots=True)
+class ClusterState:
+    snapshot: SnapshotRef | None = None
+    # broker -> [alive, number of log dirs], from the latest snapshot.
+    brokers: dict[int, tuple[bool, int]] = field(default_factory=dict)
+    episodes: dict[tuple[int, str], Episode] = field(default_factory=dict)
+    pending: list[Pending] = field(default_factory=list)
+    skew: dict[int, Spell] = field(default_factory=dict)
+    leaders: Spell | None = None
+    paged: dict[int, Ms] = field(default_factory=dict)
+    newest: Ms = 0  # newest event time seen: the clock when there is no watermark
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "snapshot": dataclasses.asdict(self.snapshot) if self.snapshot else None,
+            "brokers": {str(b): list(v) for b, v in self.brokers.items()},
+            "episodes": [dataclasses.asdict(e) for e in self.episodes.values()],
+            "pending": [dataclasses.asdict(p) for p in self.pending],
+            "skew": {str(b): dataclasses.asdict(s) for b, s in self.skew.items()},
+            "leaders": dataclasses.asdict(self.leaders) if self.leaders else None,
+            "paged": {str(b): t for b, t in self.paged.items()},
+            "newest": self.newest,
+        }, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> ClusterState:
+        doc = json.loads(text)
+        episodes = [Episode(**e) for e in doc["episodes"]]
+        return cls(
+            snapshot=SnapshotRef(**doc["snapshot"]) if doc["snapshot"] else None,
+            brokers={int(b): (bool(v[0]), int(v[1])) for b, v in doc["brokers"].items()},
+            episodes={(e.broker, e.log_dir): e for e in episodes},
+            pending=[Pending(**p) for p in doc["pending"]],
+            skew={int(b): Spell(**s) for b, s in doc["skew"].items()},
+            leaders=Spell(**doc["leaders"]) if doc["leaders"] else None,
+            paged={int(b): t for b, t in doc["paged"].items()},
+            newest=doc["newest"],
+        )
+
+
+# --- the state machine ---------------------------------------------------------------
+
+
+class Detector:
+    """Applies one batch of signals to one cluster's state and says what to propose."""
+
+    def __init__(self, settings: DetectSettings = DetectSettings()) -> None:
+        self.settings = settings
+
+    def step(self, cluster_id: str, state: ClusterState, signals: Iterable[Signal],
+             watermark: Ms = 0) -> tuple[list[Decision], list[Note]]:
+        """Update ``state`` in place with ``signals``; return the decisions and notes."""
+        run = _Step(self.settings, cluster_id, state)
+        for signal in sorted(signals, key=lambda s: (s.time, _ORDER[type(s)])):
+            state.newest = max(state.newest, signal.time)
+            if isinstance(signal, Failure):
+                run.failure(signal)
+            elif isinstance(signal, DirOnline):
+                run.dir_online(signal)
+            elif isinstance(signal, BrokerGone):
+                run.broker_gone(signal.broker, signal.time)
+            else:
+                run.snapshot(signal)
+        run.finish(max(watermark, 0) or state.newest)
+        return run.decisions, run.notes
+
+
+class _Step:
+    """One `Detector.step`: the rules, with the batch's decisions collected on the way."""
+
+    def __init__(self, settings: DetectSettings, cluster_id: str, state: ClusterState) -> None:
+        self.settings = settings
+        self.cluster_id = cluster_id
+        self.state = state
+        self.decisions: list[Decision] = []
+        self.notes: list[Note] = []
+        # Broker-less pending signals used by an episode this step: other episodes opened
+        # in the same step (several dirs in one snapshot) may match them too.
+        self.used: list[Pending] = []
+
+    # -- offline dirs ---------------------------------------------------------------
+
+    def failure(self, signal: Failure) -> None:
+        if signal.broker is not None and signal.log_dir is not None:
+            self.offline(signal.broker, signal.log_dir, signal.time, signal.source)
+            return
+        if self.explained(signal):
+            return
+        self.state.pending.append(Pending(signal.time, signal.source, signal.broker))
+
+    def explained(self, signal: Failure) -> bool:
+        """A dir-less signal that an open episode already accounts for. A broker keeps
+        reporting its offline dirs (the count gauge every scrape), so any open episode
+        on that broker explains it; a broker-less notification only one opened near it."""
+        window = self.settings.signal_window_ms
+        for e in self.state.episodes.values():
+            if signal.broker is not None and e.broker != signal.broker:
+                continue
+            if signal.broker is None and abs(e.since - signal.time) > window:
+                continue
+            if not e.proposed and signal.time < e.since:
+                e.since, e.trigger = signal.time, signal.source
+            return True
+        return False
+
+    def offline(self, broker: int, log_dir: str, time: Ms, source: str) -> None:
+        """Evidence that (broker, log_dir) is offline at ``time``."""
+        state = self.state
+        episode = state.episodes.get((broker, log_dir))
+        if episode is not None:
+            episode.evidence = max(episode.evidence, time)
+            return
+        since, trigger = time, source
+        window = self.settings.signal_window_ms
+        keep: list[Pending] = []
+        for p in state.pending:
+            if p.broker in (broker, None) and abs(p.time - time) <= window:
+                if p.time < since:
+                    since, trigger = p.time, p.source
+                if p.broker is None:
+                    self.used.append(p)
+                continue  # a broker's own signal belongs to this episode alone
+            keep.append(p)
+        for p in self.used:  # broker-less signals another episode of this step matched
+            if abs(p.time - time) <= window and p.time < since:
+                since, trigger = p.time, p.source
+        state.pending = keep
+        state.episodes[(broker, log_dir)] = Episode(broker, log_dir, since, trigger, time)
+
+    def dir_online(self, signal: DirOnline) -> None:
+        episode = self.state.episodes.get((signal.broker, signal.log_dir))
+        if episode is not None and signal.time > episode.evidence:
+            self.end(episode)
+
+    def end(self, episode: Episode) -> None:
+        state = self.state
+        del state.episodes[(episode.broker, episode.log_dir)]
+        if not any(b == episode.broker for b, _ in state.episodes):
+            state.paged.pop(episode.broker, None)
+
+    def broker_gone(self, broker: int, time: Ms) -> None:
+        """A broker that stops after its dirs failed is what Kafka does when every dir
+        fails (it halts): that needs an operator."""
+        state = self.state
+        mine = [e for e in state.episodes.values() if e.broker == broker]
+        signalled = [p for p in state.pending if p.broker == broker]
+        if broker in state.paged or not (mine or signalled):
+            return
+        dirs = sorted(e.log_dir for e in mine)
+        since = min([e.since for e in mine] + [p.time for p in signalled])
+        trigger = min([(e.since, e.trigger) for e in mine]
+                      + [(p.time, p.source) for p in signalled])[1]
+        what = f"log dir {', '.join(dirs)}" if dirs else "a log dir"
+        self.page(broker, since, trigger, dirs, time,
+                  f"broker {broker} stopped after {what} failed (Kafka halts a broker "
+                  "when no log dir is left); replace the failed disks and restart it")
+
+    def page(self, broker: int, event_time: Ms, trigger: str, dirs: list[str], now: Ms,
+             reason: str) -> None:
+        self.state.paged[broker] = now
+        self.decisions.append(Decision(
+            PAGE, self.cluster_id, event_time, trigger, broker, dirs[0] if dirs else None,
+            self.state.snapshot, tuple((broker, d) for d in dirs), reason))
+
+    # -- snapshots ------------------------------------------------------------------
+
+    def snapshot(self, seen: SnapshotSeen) -> None:
+        state = self.state
+        if state.snapshot is not None and seen.time < state.snapshot.taken_at:
+            return  # an older snapshot arriving late says nothing new
+        state.snapshot = seen.ref
+        facts = seen.facts
+        state.brokers = {b: (facts.alive.get(b, False), len(d)) for b, d in facts.dirs.items()}
+        for (broker, log_dir), episode in list(state.episodes.items()):
+            if not facts.alive.get(broker, False) or seen.time <= episode.evidence:
+                continue  # a dead broker's dirs are last known, not current
+            online = facts.dirs.get(broker, {}).get(log_dir)
+            if online is None or online:  # back online, or removed from log.dirs
+                self.end(episode)
+        for broker, dirs in sorted(facts.dirs.items()):
+            if not facts.alive.get(broker, False):
+                self.broker_gone(broker, seen.time)
+                continue
+            for log_dir, online in sorted(dirs.items()):
+                if not online:
+                    self.offline(broker, log_dir, seen.time, SNAPSHOT)
+        self.skew(seen)
+        self.leaders(seen)
+
+    def skew(self, seen: SnapshotSeen) -> None:
+        spells = self.state.skew
+        for broker in [b for b in spells if b not in seen.facts.skewed]:
+            del spells[broker]
+        for broker, ratio in sorted(seen.facts.skewed.items()):
+            spell = spells.setdefault(broker, Spell(seen.time))
+            if spell.proposed or seen.time - spell.since < self.settings.skew_window_ms:
+                continue
+            spell.proposed = True
+            lasted = (seen.time - spell.since) / 1000
+            self.decisions.append(Decision(
+                MOVE_DIRS, self.cluster_id, seen.time, SNAPSHOT, broker, None, seen.ref, (),
+                f"broker {broker}'s fullest log dir holds {ratio:.2f}x its broker's mean "
+                f"usage, for {lasted:.0f} s now"))
+
+    def leaders(self, seen: SnapshotSeen) -> None:
+        state = self.state
+        degraded = bool(state.episodes) or not all(seen.facts.alive.values())
+        if degraded or seen.facts.leaders is None:
+            # A degraded cluster's leadership is the offline fix's business: the window
+            # starts again once it is whole.
+            state.leaders = None
+            return
+        spell = state.leaders = state.leaders or Spell(seen.time)
+        if spell.proposed or seen.time - spell.since < self.settings.leader_window_ms:
+            return
+        spell.proposed = True
+        self.decisions.append(Decision(
+            REBALANCE_LEADERS, self.cluster_id, seen.time, SNAPSHOT, None, None, seen.ref,
+            (), seen.facts.leaders))
+
+    # -- end of batch ---------------------------------------------------------------
+
+    def finish(self, clock: Ms) -> None:
+        state = self.state
+        self.page_dead_dirs()
+        if state.snapshot is not None:
+            offline = tuple(sorted(state.episodes))
+            for key in offline:
+                episode = state.episodes[key]
+                if episode.proposed:
+                    continue
+                episode.proposed = True
+                self.decisions.append(Decision(
+                    FIX_OFFLINE, self.cluster_id, episode.since, episode.trigger,
+                    episode.broker, episode.log_dir, state.snapshot, offline,
+                    f"log dir {episode.log_dir} on broker {episode.broker} is offline"))
+        expired = [p for p in state.pending if p.time + self.settings.signal_window_ms < clock]
+        for p in expired:
+            where = f"broker {p.broker}" if p.broker is not None else "an unnamed broker"
+            self.notes.append(Note(
+                self.cluster_id, p.time,
+                f"a log-dir failure signalled on {where} ({p.source}) was never tied to a "
+                f"dir: no metric or snapshot named one within "
+                f"{self.settings.signal_window_ms / 1000:.0f} s; check the collectors"))
+        state.pending = [p for p in state.pending if p not in expired]
+
+    def page_dead_dirs(self) -> None:
+        """Every dir of a broker offline: software can move replicas away, but only an
+        operator can give the broker a disk again."""
+        state = self.state
+        by_broker: dict[int, list[Episode]] = {}
+        for e in state.episodes.values():
+            by_broker.setdefault(e.broker, []).append(e)
+        for broker, episodes in sorted(by_broker.items()):
+            known = state.brokers.get(broker)
+            if broker in state.paged or known is None or len(episodes) < known[1]:
+                continue
+            dirs = sorted(e.log_dir for e in episodes)
+            last = max(episodes, key=lambda e: e.since)
+            self.page(broker, last.since, last.trigger, dirs, state.newest,
+                      f"every log dir of broker {broker} is offline ({', '.join(dirs)}); "
+                      "replace the disks and restart the broker")
