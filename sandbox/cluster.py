@@ -370,6 +370,33 @@ def kill_broker(state: SandboxState, broker_id: int, graceful: bool = False,
     state.save()
 
 
+def _zookeeper(state: SandboxState) -> ServerState:
+    if state.zookeeper is None:
+        raise SandboxError("this sandbox runs in KRaft mode: it has no ZooKeeper")
+    return state.zookeeper
+
+
+def stop_zookeeper(state: SandboxState, progress: Progress = _quiet) -> None:
+    """Stop ZooKeeper by PID (its data stays), as an outage the brokers must ride out."""
+    zk = _zookeeper(state)
+    if not processes.stop(zk.pid, zk.marker, timeout=30):
+        raise SandboxError("ZooKeeper is not running")
+    progress(f"zookeeper (pid {zk.pid}) stopped")
+    zk.pid = None
+    state.save()
+
+
+def start_zookeeper(state: SandboxState, timeout: float = 60.0,
+                    progress: Progress = _quiet) -> None:
+    """Start the stopped ZooKeeper on its old port and data; returns once it listens."""
+    zk = _zookeeper(state)
+    if processes.is_running(zk.pid, zk.marker):
+        raise SandboxError(f"ZooKeeper is already running (pid {zk.pid})")
+    _start(state, zk)
+    progress(f"zookeeper starting on 127.0.0.1:{zk.port} (pid {zk.pid})")
+    _wait_port(state, zk, timeout)
+
+
 # --- disk faults --------------------------------------------------------------------
 
 

@@ -18,10 +18,11 @@ the next DescribeLogDirs snapshot.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from streams.collect.zk_watch import OnError, RelistingWatcher
 
 NOTIFICATION_PATH = "/log_dir_event_notification"
 CHILD_PREFIX = "log_dir_event_"
@@ -53,60 +54,46 @@ def parse_notification_data(raw: bytes | None) -> int | None:
         return None
 
 
-class LogDirNotificationWatcher:
-    """Calls ``on_notification`` once per notification, from kazoo's callback thread."""
+class LogDirNotificationWatcher(RelistingWatcher):
+    """Calls ``on_notification`` once per notification (from kazoo's callback thread, or
+    the thread that calls `resync`)."""
 
     def __init__(self, zk: Any, on_notification: Callable[[LogDirNotification], None],
-                 path: str = NOTIFICATION_PATH) -> None:
-        self._zk = zk
-        self._path = path
+                 path: str = NOTIFICATION_PATH, on_error: OnError | None = None) -> None:
+        super().__init__(zk, path, on_error)
         self._emit = on_notification
-        self._lock = threading.Lock()
         self._known: set[str] = set()
         self._cversion: int | None = None
-        self._stopped = False
 
-    def start(self) -> None:
-        """Take the current children as already handled, then watch for new ones."""
-        self._zk.ensure_path(self._path)
-        self._relist(initial=True)
+    def pending(self) -> list[LogDirNotification]:
+        """The children there now, with their data: what a one-shot look reports."""
+        children = self._zk.get_children(self._path)
+        return [self._read(name) for name in sorted(children)]
 
-    def stop(self) -> None:
-        self._stopped = True
-
-    def resync(self) -> None:
-        """Re-read after a reconnect: whatever changed while we were away is reported."""
-        self._stopped = False
-        self._relist(initial=False)
-
-    def _on_watch(self, _event: Any) -> None:
-        if not self._stopped:
-            self._relist(initial=False)
+    def _read(self, name: str) -> LogDirNotification:
+        try:
+            raw, _ = self._zk.get(f"{self._path}/{name}")
+        except Exception:  # deleted between list and read: the name still counts
+            raw = None
+        return LogDirNotification(
+            name, LogDirNotification.sequence_of(name), parse_notification_data(raw),
+            seen_by_name=True,
+        )
 
     def _relist(self, initial: bool) -> None:
         children, stat = self._zk.get_children(
             self._path, watch=self._on_watch, include_data=True
         )
-        with self._lock:
-            current = set(children)
-            new = sorted(current - self._known)
-            gone = self._known - current
-            if initial:
-                self._known, self._cversion = current, stat.cversion
-                return
-            found = []
-            for name in new:
-                try:
-                    raw, _ = self._zk.get(f"{self._path}/{name}")
-                except Exception:  # deleted between list and read: the name still counts
-                    raw = None
-                found.append(LogDirNotification(
-                    name, LogDirNotification.sequence_of(name), parse_notification_data(raw),
-                    seen_by_name=True,
-                ))
-            previous = self._cversion if self._cversion is not None else stat.cversion
-            unexplained = (stat.cversion - previous) - len(new) - len(gone)
+        current = set(children)
+        if initial:
             self._known, self._cversion = current, stat.cversion
+            return
+        new = sorted(current - self._known)
+        gone = self._known - current
+        found = [self._read(name) for name in new]
+        previous = self._cversion if self._cversion is not None else stat.cversion
+        unexplained = (stat.cversion - previous) - len(new) - len(gone)
+        self._known, self._cversion = current, stat.cversion
         # each unseen notification cost one creation and one deletion
         for _ in range(max(0, unexplained) // 2):
             self._emit(LogDirNotification(None, None, None, seen_by_name=False))

@@ -1,0 +1,125 @@
+"""The lifecycle every collector shares.
+
+Signals (SIGTERM and SIGINT ask for a clean stop), progress lines on stderr, the
+collector's own metrics endpoint, its producer, backoff-and-retry around anything that
+talks to a network, and an exit that flushes the producer first.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from types import FrameType, TracebackType
+from typing import TypeVar
+
+from remediation.config import Config
+from streams.collect.backoff import Backoff
+from streams.collect.sink import RecordSink
+from streams.collect.telemetry import Telemetry
+
+T = TypeVar("T")
+
+FLUSH_TIMEOUT_SECONDS = 30.0
+
+
+class CollectError(RuntimeError):
+    """A ``--once`` round that failed; the message says what and what to do."""
+
+
+class CollectorRun:
+    """One collector process: use as ``with CollectorRun(...) as run:``."""
+
+    def __init__(self, name: str, config: Config, http_port: int, once: bool = False) -> None:
+        self.name = name
+        self.config = config
+        self.once = once
+        self.stop = threading.Event()
+        self.telemetry = Telemetry(name)
+        self.sink: RecordSink | None = None
+        self._http_port = http_port
+        self._previous: dict[int, object] = {}
+
+    def log(self, message: str) -> None:
+        """One progress line on stderr."""
+        stamp = time.strftime("%H:%M:%S")
+        print(f"{stamp} [collect {self.name}] {message}", file=sys.stderr, flush=True)
+
+    def __enter__(self) -> CollectorRun:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._previous[sig] = signal.signal(sig, self._on_signal)
+        port = self.telemetry.serve(self.config.collect.http_host, self._http_port)
+        self.log(f"own metrics at http://{self.config.collect.http_host}:{port}/metrics")
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        try:
+            if self.sink is not None:
+                left = self.sink.flush(FLUSH_TIMEOUT_SECONDS)
+                if not left:
+                    self.log("producer flushed")
+        finally:
+            self.telemetry.close()
+            for sig, handler in self._previous.items():
+                signal.signal(sig, handler)  # type: ignore[arg-type]
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        if not self.stop.is_set():
+            self.log(f"{signal.Signals(signum).name}: stopping after the current step")
+        self.stop.set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; True as soon as a stop was asked for."""
+        return self.stop.wait(max(0.0, seconds))
+
+    def backoff(self) -> Backoff:
+        collect = self.config.collect
+        return Backoff(collect.backoff_initial_seconds,
+                       max(collect.backoff_initial_seconds, collect.backoff_max_seconds))
+
+    def retry(self, what: str, action: Callable[[], T], hint: str,
+              reason: str = "unreachable") -> T | None:
+        """``action()`` until it works, backing off between failures; None if stopped.
+
+        With ``--once`` the first failure raises `CollectError` instead.
+        """
+        backoff = self.backoff()
+        while not self.stop.is_set():
+            try:
+                return action()
+            except Exception as exc:
+                self.telemetry.failed(reason)
+                if self.once:
+                    raise CollectError(f"{what} failed: {_describe(exc)}; {hint}") from exc
+                delay = backoff.failure()
+                self.log(f"ERROR {what} failed: {_describe(exc)}; {hint}; "
+                         f"retrying in {delay:.1f} s")
+                self.wait(delay)
+        return None
+
+    def open_sink(self) -> RecordSink | None:
+        """Create the selfheal.* topics if missing and open the producer; None if stopped."""
+        from streams.bus import ensure_topics
+
+        servers = self.config.bus.bootstrap_servers
+        created = self.retry(
+            f"setting up the selfheal.* topics on the bus at {servers}",
+            lambda: ensure_topics(self.config),
+            "check that the bus runs and [bus] bootstrap_servers is right")
+        if created is None:
+            return None
+        if created:
+            self.log(f"created topics {', '.join(created)}")
+        origin = f"collect-{self.name}/{uuid.uuid4().hex[:12]}"  # this process, not its kind
+        self.sink = RecordSink(self.config, self.telemetry, self.log, origin)
+        self.log(f"producing to the bus at {servers}")
+        return self.sink
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or "no message"
+    return f"{type(exc).__name__}: {text}"

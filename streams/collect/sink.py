@@ -1,0 +1,110 @@
+"""Produce a collector's records to the event bus, counting what the bus acknowledged.
+
+One idempotent, acks=all producer (`streams.bus.producer`) per collector. Delivery
+failures are counted and reported on stderr, summed up at most every few seconds so a
+bus outage does not flood the log; nothing fails unseen.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from remediation.config import Config
+from schemas.records import DeadLetter
+from streams.collect.telemetry import Telemetry
+
+# Marks the records a collector produced itself, so it can skip its own echo when it also
+# consumes the topic (the snapshot collector emits KRaft log-dir events and reads them).
+ORIGIN_HEADER = "selfheal-origin"
+_REPORT_EVERY_SECONDS = 10.0
+
+
+def record_key(cluster_id: str, broker: int | None) -> bytes:
+    """``<cluster>/<broker>``: one broker's records share a partition, so they stay in
+    order, and two clusters on one bus never mix; ``<cluster>`` when the broker is
+    unknown."""
+    return (cluster_id if broker is None else f"{cluster_id}/{broker}").encode()
+
+
+class RecordSink:
+    """A producer on the bus that counts deliveries in ``telemetry``."""
+
+    def __init__(self, config: Config, telemetry: Telemetry, log: Callable[[str], None],
+                 origin: str) -> None:
+        from streams.bus import producer
+
+        self._config = config
+        self._producer = producer(config)
+        self._telemetry = telemetry
+        self._log = log
+        self.origin = origin.encode()
+        self._lock = threading.Lock()
+        self._failures: dict[str, int] = {}  # error text -> count since the last report
+        self._reported_at = 0.0
+        self.failed = 0
+
+    def send(self, topic: str, value: bytes, key: bytes | None,
+             stop: threading.Event | None = None) -> bool:
+        """Queue one record; waits while the local queue is full (the bus is slow or
+        down). False when ``stop`` was set while waiting: the record was not queued."""
+        while True:
+            try:
+                self._producer.produce(
+                    topic, value, key, on_delivery=self._delivered,
+                    headers=[(ORIGIN_HEADER, self.origin)])
+                break
+            except BufferError:
+                if stop is not None and stop.is_set():
+                    return False
+                self._producer.poll(0.1)
+        self._producer.poll(0)
+        return True
+
+    def dead_letter(self, raw: bytes | str, reason: str | Exception, source_topic: str,
+                    cluster_id: str | None) -> None:
+        """Send what could not be published as a valid record to the dead-letter topic."""
+        record = DeadLetter.reject(raw, reason, source_topic, cluster_id=cluster_id)
+        self._telemetry.error("invalid_record")
+        self._log(f"ERROR a {source_topic} record broke its schema ({reason}); sent to "
+                  f"{self._config.topic('dead-letter')} instead. This is a bug: please "
+                  "report it with that dead letter")
+        self.send(self._config.topic("dead-letter"), record.to_json(), record.key())
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is None:
+            self._telemetry.produced(msg.topic())
+            return
+        self._telemetry.error("produce")
+        with self._lock:
+            self.failed += 1
+            text = f"{msg.topic()}: {err.str() if hasattr(err, 'str') else err}"
+            self._failures[text] = self._failures.get(text, 0) + 1
+
+    def poll(self, timeout: float = 0.0) -> None:
+        """Serve delivery callbacks; report delivery failures at most every 10 s."""
+        self._producer.poll(timeout)
+        self._report(force=False)
+
+    def _report(self, force: bool) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if not self._failures or (not force and now - self._reported_at
+                                      < _REPORT_EVERY_SECONDS):
+                return
+            failures, self._failures, self._reported_at = self._failures, {}, now
+        for text, count in failures.items():
+            self._log(f"ERROR {count} record(s) not delivered to the bus ({text}); check that "
+                      f"the bus at {self._config.bus.bootstrap_servers} runs and the "
+                      "selfheal.* topics exist")
+
+    def flush(self, timeout: float) -> int:
+        """Wait up to ``timeout`` s for every queued record; returns how many are left."""
+        left = int(self._producer.flush(timeout))
+        self._report(force=True)
+        if left:
+            self._log(f"ERROR {left} record(s) still undelivered after {timeout:.0f} s; "
+                      "they are lost. Check the bus, then rerun the collector")
+        return left

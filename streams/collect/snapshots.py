@@ -1,0 +1,293 @@
+"""`selfheal collect snapshots`: full cluster snapshots -> selfheal.cluster-snapshots.
+
+A snapshot is taken every ``interval`` seconds, and at once when something changed:
+
+* an event on selfheal.logdir-events (from the ZooKeeper collector, or anyone else) for
+  this cluster; events closer together than ``[collect] event_coalesce_seconds`` make
+  one snapshot;
+* its own probe, every ``probe_interval`` seconds: DescribeCluster plus DescribeLogDirs
+  with an empty topic selection (kafka-python sends an empty array, so each broker
+  answers with its dirs and their errors, no partitions), which is cheap enough to run
+  every two seconds and catches a failed dir where no ZooKeeper tells anyone (KRaft).
+
+In KRaft mode the collector also emits the events itself: log_dir_failure (source
+describe_log_dirs) for each dir that went offline since the last look, and
+broker_registered/deregistered (source metadata) as brokers join and leave.
+
+Events are read with a plain assignment of every partition from the high watermark at
+start-up: no consumer-group join to wait for and no offsets to commit, because every
+start begins with a full snapshot anyway. The collector skips its own events (the
+``selfheal-origin`` header), which would only echo a snapshot it just took.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from schemas.records import LogDirEvent
+from schemas.registry import RecordError
+from streams.collect.events import (
+    DIR_FAILURE,
+    ClusterView,
+    change_event,
+    view_changes,
+)
+from streams.collect.runner import CollectError, CollectorRun
+from streams.collect.sink import ORIGIN_HEADER, RecordSink, record_key
+
+ASSIGN_TIMEOUT_SECONDS = 30.0
+_HINT = "check that the brokers run and [cluster] bootstrap_servers is right"
+
+
+class Coalescer:
+    """Turns a burst of triggers into one: due ``window`` seconds after the first."""
+
+    def __init__(self, window: float) -> None:
+        self.window = window
+        self.due_at: float | None = None
+        self.reasons: list[str] = []
+
+    def note(self, now: float, reason: str, wait: bool = True) -> None:
+        """One trigger at ``now``; ``wait=False`` makes the next one due at once."""
+        due = now + self.window if wait else now
+        self.due_at = due if self.due_at is None else min(self.due_at, due)
+        self.reasons.append(reason)
+
+    def due(self, now: float) -> bool:
+        return self.due_at is not None and now >= self.due_at
+
+    def take(self) -> str:
+        """The reasons gathered since the last take, summed up; resets."""
+        reasons, self.reasons, self.due_at = self.reasons, [], None
+        if len(reasons) <= 2:
+            return ", ".join(reasons)
+        return f"{reasons[0]} and {len(reasons) - 1} more"
+
+
+class SnapshotCollector:
+    """The admin connection, the placement memory and the last view of the cluster."""
+
+    def __init__(self, run: CollectorRun) -> None:
+        from remediation.live import PlacementMemory
+
+        config = run.config
+        self.run = run
+        self.servers = config.require_bootstrap_servers()
+        self.cluster_id = config.cluster.cluster_id
+        self.kraft = config.cluster.mode == "kraft"
+        self.timeout_ms = int(config.collect.request_timeout_seconds * 1000)
+        self.snapshot_topic = config.topic("cluster-snapshots")
+        self.event_topic = config.topic("logdir-events")
+        self.memory = PlacementMemory()
+        self.view: ClusterView | None = None
+        self._admin: Any = None
+        self._stack = contextlib.ExitStack()
+
+    def admin(self) -> Any:
+        """The kafka-python admin client, opened on first use and after a failure."""
+        from remediation.live import open_admin
+
+        if self._admin is None:
+            self._admin = self._stack.enter_context(open_admin(
+                self.servers, client_id="selfheal-collect-snapshots",
+                request_timeout_ms=self.timeout_ms))
+        return self._admin
+
+    def close_admin(self) -> None:
+        self._admin = None
+        with contextlib.suppress(Exception):
+            self._stack.close()
+        self._stack = contextlib.ExitStack()
+
+    def snapshot(self, sink: RecordSink, reason: str) -> bool:
+        """Read, check and produce one snapshot; False if it broke the schema (it went to
+        the dead-letter topic). Raises when the cluster cannot be read."""
+        import msgspec
+
+        from remediation.live import read_snapshot
+        from schemas.snapshot import SnapshotError, parse_snapshot
+
+        started = time.monotonic()
+        try:
+            doc = read_snapshot(self.admin(), self.cluster_id, self.memory)
+        except Exception:
+            self.close_admin()  # a fresh connection next time
+            raise
+        self.cluster_id = self.cluster_id or doc["cluster_id"]
+        value = msgspec.json.encode(doc)
+        try:
+            parse_snapshot(value)  # exactly what every reader will do with it
+        except SnapshotError as exc:
+            sink.dead_letter(value, exc, self.snapshot_topic, self.cluster_id)
+            self.run.telemetry.failed("invalid_snapshot", time.monotonic() - started)
+            return False
+        sink.send(self.snapshot_topic, value, self.cluster_id.encode(), self.run.stop)
+        alive = {b["id"] for b in doc["brokers"] if b["alive"]}
+        self.observe(sink, alive, {
+            b["id"]: [d["path"] for d in b["log_dirs"] if not d["online"]]
+            for b in doc["brokers"] if b["alive"]
+        })
+        seconds = time.monotonic() - started
+        self.run.telemetry.succeeded(seconds)
+        offline = len(self.view.offline) if self.view else 0
+        self.run.log(f"snapshot ({reason}): {len(doc['brokers'])} brokers "
+                     f"({len(alive)} alive), {len(doc['partitions'])} partitions, "
+                     f"{offline} offline dirs, {len(value)} bytes, {seconds:.2f} s")
+        return True
+
+    def probe(self, sink: RecordSink) -> bool:
+        """Dir errors and membership only; True when they differ from the last look."""
+        from remediation.live import broker_dirs
+
+        started = time.monotonic()
+        try:
+            admin = self.admin()
+            cluster = admin.describe_cluster()
+        except Exception:
+            self.close_admin()
+            raise
+        alive = {b["broker_id"] for b in cluster["brokers"] if not b.get("is_fenced", False)}
+        answered: dict[int, list[str]] = {}
+        for broker in sorted(alive):
+            try:
+                (reply,) = admin.describe_log_dirs(topic_partitions={}, brokers=[broker])
+            except Exception:
+                continue  # down or unreachable: its dirs keep what was last seen
+            dirs = broker_dirs(reply).dirs
+            answered[broker] = [path for path, info in dirs.items() if not info["online"]]
+        self.run.telemetry.duration.labels(self.run.name).observe(time.monotonic() - started)
+        return self.observe(sink, alive, answered)
+
+    def observe(self, sink: RecordSink, alive: Iterable[int],
+                answered: Mapping[int, Iterable[str]]) -> bool:
+        """Take a new look; in KRaft mode emit what changed. True if anything did."""
+        before = self.view
+        self.view = ClusterView.observe(before, alive, answered)
+        if self.kraft and self.cluster_id is not None:
+            for change in view_changes(before, self.view):
+                source = "describe_log_dirs" if change.kind == DIR_FAILURE else "metadata"
+                event = change_event(self.cluster_id, change, source)
+                sink.send(self.event_topic, event.to_json(),
+                          record_key(self.cluster_id, event.broker), self.run.stop)
+                where = f" {change.log_dir}" if change.log_dir else ""
+                self.run.log(f"{change.kind}: broker {change.broker}{where} ({source})")
+        return before is not None and self.view != before
+
+    def is_trigger(self, msg: Any, sink: RecordSink) -> str | None:
+        """Why this selfheal.logdir-events message should trigger a snapshot, or None."""
+        if msg.error() is not None:
+            return None
+        if (ORIGIN_HEADER, sink.origin) in (msg.headers() or []):
+            return None  # our own event: we took a snapshot when we emitted it
+        try:
+            event = LogDirEvent.from_json(msg.value())
+        except RecordError as exc:
+            self.run.telemetry.error("bad_event")
+            self.run.log(f"WARNING ignoring a bad record at {msg.topic()}-{msg.partition()}"
+                         f"@{msg.offset()}: {exc}")
+            return None
+        if self.cluster_id is not None and event.cluster_id != self.cluster_id:
+            return None  # another cluster's event on a shared bus
+        who = "?" if event.broker is None else str(event.broker)
+        return f"{event.kind} broker {who} ({event.source})"
+
+    def close(self) -> None:
+        self.close_admin()
+
+
+def _events_consumer(run: CollectorRun, topic: str) -> Any:
+    """A consumer assigned every partition of ``topic`` at its current end."""
+    from confluent_kafka import TopicPartition
+
+    from streams.bus import consumer
+
+    events = consumer(run.config, f"selfheal-collect-snapshots-{time.time_ns()}",
+                      **{"enable.auto.commit": False})
+    meta = events.list_topics(topic, timeout=ASSIGN_TIMEOUT_SECONDS).topics[topic]
+    if meta.error is not None:
+        events.close()
+        raise RuntimeError(f"topic {topic}: {meta.error}")
+    assignment = []
+    for partition in sorted(meta.partitions):
+        _low, high = events.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=ASSIGN_TIMEOUT_SECONDS)
+        assignment.append(TopicPartition(topic, partition, high))
+    events.assign(assignment)
+    return events
+
+
+def run_snapshots(run: CollectorRun, interval: float, probe_interval: float) -> int:
+    """The command's body; 0 after a clean stop (or a good ``--once``)."""
+    collector = SnapshotCollector(run)
+    sink = run.open_sink()
+    if sink is None:
+        return 0
+    events = None
+    try:
+        if run.once:
+            produced = run.retry(f"reading the cluster at {collector.servers}",
+                                 lambda: collector.snapshot(sink, "once"), _HINT)
+            if sink.flush(30.0) or not produced:
+                raise CollectError("no snapshot reached the bus; see the errors above")
+            return 0
+        events = run.retry(f"reading {collector.event_topic} on the bus",
+                           lambda: _events_consumer(run, collector.event_topic),
+                           "check that the bus runs")
+        if events is None:
+            return 0
+        mode = "KRaft: emitting log-dir events too" if collector.kraft else "ZooKeeper"
+        run.log(f"snapshots of {collector.servers} every {interval:g} s, probe every "
+                f"{probe_interval:g} s, and on {collector.event_topic} events ({mode})")
+        _loop(run, collector, sink, events, interval, probe_interval)
+    finally:
+        if events is not None:
+            events.close()
+        collector.close()
+    return 0
+
+
+def _loop(run: CollectorRun, collector: SnapshotCollector, sink: RecordSink, events: Any,
+          interval: float, probe_interval: float) -> None:
+    coalescer = Coalescer(run.config.collect.event_coalesce_seconds)
+    snapshot_backoff, probe_backoff = run.backoff(), run.backoff()
+    next_snapshot = time.monotonic()
+    next_probe = next_snapshot + probe_interval
+    first = True
+    while not run.stop.is_set():
+        now = time.monotonic()
+        if coalescer.due(now) or now >= next_snapshot:
+            if coalescer.due(now):
+                reason = coalescer.take()
+            else:
+                reason = "start-up" if first else "interval"
+            first = False
+            try:
+                collector.snapshot(sink, reason)
+                snapshot_backoff.success()
+                next_snapshot = time.monotonic() + interval
+            except Exception as exc:
+                delay = snapshot_backoff.failure()
+                next_snapshot = time.monotonic() + delay
+                run.telemetry.failed("unreachable")
+                run.log(f"ERROR snapshot failed: {exc}; {_HINT}; retrying in {delay:.1f} s")
+        if now >= next_probe:
+            try:
+                if collector.probe(sink):
+                    coalescer.note(time.monotonic(), "the probe saw a change", wait=False)
+                probe_backoff.success()
+                next_probe = time.monotonic() + probe_interval
+            except Exception as exc:
+                delay = probe_backoff.failure()
+                next_probe = time.monotonic() + delay
+                run.telemetry.error("probe")
+                run.log(f"ERROR log-dir probe failed: {exc}; retrying in {delay:.1f} s")
+        wake = min(next_snapshot, next_probe, coalescer.due_at or float("inf"))
+        for msg in events.consume(num_messages=100,
+                                  timeout=min(0.5, max(0.0, wake - time.monotonic()))):
+            why = collector.is_trigger(msg, sink)
+            if why is not None:
+                coalescer.note(time.monotonic(), why)
+        sink.poll(0)
