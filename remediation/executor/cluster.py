@@ -39,6 +39,7 @@ class KafkaCluster:
         self.cluster_id = cluster_id
         # Carried from read to read: replicas of a dir that failed keep their last dir.
         self.memory = PlacementMemory()
+        self.last_view: LiveView | None = None  # the latest read, for the approval pages
 
     # --- reads ------------------------------------------------------------------------
 
@@ -55,7 +56,8 @@ class KafkaCluster:
             dirs = describe_dirs(self.admin, b)
             if dirs is not None:
                 future.update({(t, p, b): path for (t, p), path in dirs.future.items()})
-        return LiveView(model, reassigning, future)
+        self.last_view = LiveView(model, reassigning, future)
+        return self.last_view
 
     def reassignments(self) -> dict[TP, Reassigning]:
         """Every partition reassignment in flight on the cluster."""

@@ -51,11 +51,14 @@ def inter_broker(action: Action, view: LiveView, rate: int) -> Configs:
     followers: dict[str, set[str]] = {}
     for t in action.targets():
         p = view.partition(t.topic, t.partition)
-        current = [r.broker for r in p.replicas] if p is not None else []
+        if p is None:
+            continue
+        current = [r.broker for r in p.replicas]
         new = [b for b in t.replicas if b not in current]
         if not new:
             continue  # a reorder moves no data
-        sources = [b for b in current if b in view.model.alive]
+        # Only online replicas can serve the copy; an offline one is not throttled.
+        sources = [r.broker for r in p.replicas if not view.model.is_offline(r)]
         brokers.update(sources, new)
         leaders.setdefault(t.topic, set()).update(f"{t.partition}:{b}" for b in sources)
         followers.setdefault(t.topic, set()).update(f"{t.partition}:{b}" for b in new)

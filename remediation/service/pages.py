@@ -13,7 +13,8 @@ from datetime import datetime
 from html import escape
 from typing import TYPE_CHECKING
 
-from remediation.executor.actions import Action, PartitionTarget
+from remediation.executor.actions import Action, PartitionTarget, parse_action
+from remediation.executor.store import ActionRow, AuditEntry
 from remediation.plan.formats import human_bytes
 from remediation.service.alerts import Alert
 
@@ -44,7 +45,8 @@ _TITLE = {
     "assign_consumers": "Assign consumers to partitions on their own rack",
     "page_operator": "An operator is needed",
 }
-_STYLE = ("body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;"
+_STYLE = ("td,th{padding:.2rem .6rem;text-align:left}"
+          "body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;"
           "padding:0 1rem;line-height:1.45}li{font-family:ui-monospace,monospace}"
           ".risk{background:#fff4d6;padding:.6rem}.refused{background:#fde2e1;padding:.6rem}"
           "button{font-size:1.1rem;padding:.5rem 1.4rem}")
@@ -121,6 +123,15 @@ def render_approval(action: Action, *, form_action: str, csrf_token: str, link_t
     return _page(_TITLE[action.type], body)
 
 
+def render_done(row: ActionRow, what: str) -> str:
+    """After the confirm button: what happened, and where to follow the action."""
+    return _page("Done", [
+        f"<h1>{escape(what.split(';')[0].capitalize())}</h1>",
+        f"<p>Action {escape(row.id[:12])} is {escape(what)}.</p>",
+        f'<p><a href="/actions/{escape(row.id)}">Follow it here</a>.</p>',
+    ])
+
+
 def render_refusal(reason: str, message: str) -> str:
     """The page for a link or a request we refuse: the reason, and that nothing changed."""
     return _page("Not approved", [
@@ -129,6 +140,55 @@ def render_refusal(reason: str, message: str) -> str:
         f"{escape(message)}</p>"),
         "<p>Nothing was changed on the cluster.</p>",
     ])
+
+
+def render_index(rows: Sequence[ActionRow], role: str, holder: str | None) -> str:
+    """The home page: who runs the executor, then every action, open ones first."""
+    ordered = sorted(rows, key=lambda r: (not r.open, r.updated_at), reverse=False)
+    items = []
+    for r in ordered:
+        title = _TITLE.get(r.type, r.type)
+        items.append(f'<tr><td><a href="/actions/{escape(r.id)}">{escape(r.id[:12])}</a></td>'
+                     f"<td>{escape(r.state.value)}</td><td>{escape(title)}</td>"
+                     f"<td>{escape(r.updated_at)}</td></tr>")
+    leader = ("this serve is the active executor" if role == "leader"
+              else f"standby; the active executor is {holder or 'unknown'}")
+    return _page("Actions", [
+        "<h1>kafka-selfheal actions</h1>",
+        f"<p>{escape(leader)}.</p>",
+        ("<table><tr><th>action</th><th>state</th><th>what</th><th>last change (UTC)</th></tr>"
+         + "".join(items) + "</table>") if items else "<p>No actions yet.</p>",
+    ])
+
+
+def render_action(row: ActionRow, audit: Iterable[AuditEntry], alerts: Iterable[Alert],
+                  current: Current | None = None) -> str:
+    """One action for reading: state, plan in plain words, alerts, the audit trail."""
+    action = parse_action(row.record)
+    lines = _plan_lines(action, current)
+    progress = row.journal.get("progress")
+    trail = "".join(
+        f"<li>{escape(a.at)} {escape(_change(a))} by {escape(a.actor)}: {escape(a.reason)}</li>"
+        for a in audit)
+    return _page(_TITLE[action.type], [
+        f"<h1>{escape(_TITLE[action.type])}</h1>",
+        f"<p>Action {escape(row.id)}: <strong>{escape(row.state.value)}</strong>"
+        f" (attempt {row.attempts}).</p>",
+        f"<p>{escape(action.reason)}</p>",
+        f"<p>Progress: {escape(str(progress))}</p>" if progress and row.open else "",
+        f'<p class="refused">{escape(row.error)}</p>' if row.error else "",
+        *(_alert_html(a) for a in alerts),
+        "<h2>What changes</h2><ul>"
+        + "".join(f"<li>{escape(line)}</li>" for line in lines[:MAX_LINES]) + "</ul>",
+        f'<p class="risk"><strong>Risk:</strong> {escape(_RISK[action.type])}</p>',
+        "<h2>Audit</h2><ul>" + trail + "</ul>",
+    ])
+
+
+def _change(a: AuditEntry) -> str:
+    if a.from_state == a.to_state:
+        return f"({a.to_state})"  # a note: what was done, no state change
+    return f"{a.from_state or 'new'} -> {a.to_state}"
 
 
 def _plan_lines(action: Action, current: Current | None) -> list[str]:

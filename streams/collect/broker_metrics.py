@@ -69,15 +69,21 @@ def fetch(url: str, timeout: float) -> str:
 
 def sandbox_exporters(config: Config) -> tuple[dict[str, int], dict[int, str | None]]:
     """URL -> broker and broker -> rack from the sandbox state, when the monitored
-    cluster came from the sandbox (never for a configured cluster: a stale state file
-    must not relabel another cluster's brokers)."""
-    if not any(source.startswith("sandbox ") for source in config.sources):
-        return {}, {}
+    cluster is that sandbox: the config came from it, or names its cluster id or its
+    exact bootstrap servers. A state file of some other cluster must not relabel
+    brokers."""
     from sandbox.state import SandboxNotRunning, load
 
     try:
         state = load()
     except (SandboxNotRunning, OSError, ValueError, KeyError, TypeError):
+        return {}, {}
+    cluster = config.cluster
+    servers = set((cluster.bootstrap_servers or "").split(","))
+    same = (any(source.startswith("sandbox ") for source in config.sources)
+            or cluster.cluster_id == state.cluster_id
+            or servers == set(state.bootstrap_servers.split(",")))
+    if not same:
         return {}, {}
     urls = {b.exporter_url: b.node_id for b in state.brokers if b.exporter_url}
     return urls, {b.node_id: b.rack for b in state.brokers}

@@ -1,0 +1,226 @@
+"""`selfheal serve` as one process: HTTP for everyone, intake + executor for the leader.
+
+Every `serve` answers HTTP from the shared store (so a standby shows the same actions
+and takes approvals, which the active executor then runs). Only the holder of the
+executor lock consumes `selfheal.actions`, runs the executor loop and publishes the
+audit to Kafka; the others wait as standbys and take over when it dies. Losing the
+lock stops all three at once; they start again if the lock comes back.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from remediation.config import Config
+from remediation.executor.actions import Action
+from remediation.executor.cluster import ClusterError
+from remediation.executor.policy import Decision, Policy
+from remediation.executor.runner import Executor, Received, Timeouts
+from remediation.executor.store import ActionRow, ActionStore
+from remediation.service import http, metrics
+from remediation.service.approvals import Approvals
+from remediation.service.links import LinkSigner
+from remediation.service.pages import current_replicas
+from schemas.records import ConsumerAssignment, rfc3339
+
+OUTBOX_SECONDS = 1.0
+RETRY_SECONDS = 5.0
+
+
+def say(message: str) -> None:
+    print(f"selfheal serve: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Runtime:
+    """What this process knows about itself, for /metrics and /healthz."""
+
+    leader: bool = False
+    holder: str | None = None
+    ticks: int = 0
+    last_tick_seconds: float = 0.0
+    executor: Executor | None = None
+    counters: metrics.Counters = field(default_factory=metrics.Counters)
+
+    def gauges(self) -> dict[str, float]:
+        return {
+            "selfheal_executor_leader": 1.0 if self.leader else 0.0,
+            "selfheal_executor_ticks_total": float(self.ticks),
+            "selfheal_executor_errors_total": float(self.executor.errors if self.executor
+                                                    else 0),
+            "selfheal_executor_tick_seconds": self.last_tick_seconds,
+        }
+
+
+class Serve:
+    def __init__(self, config: Config, policy: Policy, host: str, port: int,
+                 log: Callable[[str], None] = say) -> None:
+        self.config = config
+        self.policy = policy
+        self.log = log
+        self.runtime = Runtime()
+        sqlite = config.serve.sqlite_path
+        sqlite.parent.mkdir(parents=True, exist_ok=True)
+        self.store = ActionStore(sqlite)
+        # Unconfigured secrets are made once and kept in the store: links stay valid across
+        # restarts and work on a standby sharing the store.
+        secret = config.serve.link_secret or self.store.setting(
+            "link_secret", lambda: secrets.token_hex(32))
+        token = config.serve.api_token
+        if token is None:
+            token = self.store.setting("api_token", lambda: secrets.token_urlsafe(32))
+            log(f"API token (set [serve] api_token to choose one): {token}")
+        signer = LinkSigner(secret.encode(), used=self.store)
+        self.approvals = Approvals(self.store, signer, "http://unbound",
+                                   policy.limits.approval_ttl_seconds)
+        service = http.Service(self.store, self.approvals, token, self.runtime.counters,
+                               self.runtime.gauges, self._role, self._current)
+        self.server, self._http = http.start(host, port, service)
+        self.approvals.base_url = (config.serve.link_base_url or self.server.url).rstrip("/")
+        self.url = self.server.url
+
+    def _current(self) -> dict[tuple[str, int], tuple[int, ...]] | None:
+        """Replica lists from the executor's latest read (a standby has none: 'now ?')."""
+        executor = self.runtime.executor
+        view = executor.cluster.last_view if executor is not None and self.runtime.leader \
+            else None
+        return None if view is None else current_replicas(view.model)
+
+    def _role(self) -> tuple[str, str | None]:
+        return ("leader" if self.runtime.leader else "standby"), self.runtime.holder
+
+    # --- leadership ---------------------------------------------------------------------
+
+    def _leadership(self) -> Any:
+        from remediation.executor import lock
+
+        me = lock.identity(self.url)
+        cluster_id = self.config.cluster.cluster_id or "default"
+        zk = self.config.serve.lock_zookeeper or (
+            self.config.cluster.zookeeper_connect if self.config.cluster.mode == "zk" else None)
+        if zk:
+            return lock.ZkLeadership(zk, cluster_id, me, self.log)
+        from streams.bus import client_config
+
+        return lock.GroupLeadership(client_config(self.config),
+                                    self.config.bus.topic_prefix + lock.LOCK_TOPIC,
+                                    cluster_id, me, self.log)
+
+    def run(self, stop: threading.Event) -> None:
+        """Until `stop`: wait for the lock, lead while it is held, wait again."""
+        leadership = self._leadership()
+        try:
+            while not stop.is_set():
+                self.runtime.holder = leadership.holder()
+                self.log(f"standby: waiting for the executor lock (held by "
+                         f"{self.runtime.holder or 'nobody yet'})")
+                if not leadership.wait(stop):
+                    break
+                self.runtime.leader = True
+                self.runtime.holder = leadership.holder()
+                self.log("active executor: taking in actions and running them")
+                try:
+                    self._lead(stop, leadership.is_leader)
+                finally:
+                    self.runtime.leader = False
+                if not stop.is_set():
+                    self.log("no longer the active executor")
+        finally:
+            leadership.close()
+
+    def _lead(self, stop: threading.Event, is_leader: Callable[[], bool]) -> None:
+        while not stop.is_set() and is_leader():
+            try:
+                self._lead_once(stop, is_leader)
+                return
+            except Exception as exc:  # Kafka away: say so, wait, try again while leading
+                self.log(f"executor stopped: {type(exc).__name__}: {exc}; retrying in "
+                         f"{RETRY_SECONDS:g} s")
+                stop.wait(RETRY_SECONDS)
+
+    def _lead_once(self, stop: threading.Event, is_leader: Callable[[], bool]) -> None:
+        from remediation.executor.cluster import KafkaCluster
+        from remediation.live import open_admin
+        from remediation.service.intake import Intake
+        from remediation.service.outbox import Outbox
+        from streams import bus
+
+        config = self.config
+        bus.ensure_topics(config)
+        producer = bus.producer(config)
+        with open_admin(config.require_bootstrap_servers(), client_id="selfheal-executor") \
+                as admin:
+            cluster = KafkaCluster(admin, config.cluster.cluster_id)
+            executor = Executor(
+                self.store, cluster, self.policy,
+                timeouts=Timeouts(config.serve.execution_timeout_seconds,
+                                  config.serve.verify_timeout_seconds),
+                notify=self._notify, publish=lambda a: self._publish(producer, a),
+                is_leader=is_leader, log=self.log)
+            self.runtime.executor = executor
+            consumer = bus.consumer(config, config.serve.intake_group,
+                                    **{"enable.auto.commit": False,
+                                       "auto.offset.reset": "earliest"})
+            intake = Intake(consumer, config.topic("actions"), executor, self._count_intake,
+                            self.log)
+            outbox = Outbox(self.store, producer,
+                            {"action-status": config.topic("action-status"),
+                             "dead-letter": config.topic("dead-letter")},
+                            config.cluster.cluster_id or "default",
+                            lambda t: self.runtime.counters.inc(
+                                "selfheal_status_published_total", topic=t))
+            try:
+                self._loop(stop, is_leader, intake, executor, outbox)
+            finally:
+                intake.close()
+                outbox.publish(timeout=5.0)
+                producer.flush(5.0)
+
+    def _loop(self, stop: threading.Event, is_leader: Callable[[], bool], intake: Any,
+              executor: Executor, outbox: Any) -> None:
+        tick = self.config.serve.tick_seconds
+        next_tick = next_publish = 0.0
+        while not stop.is_set() and is_leader():
+            intake.poll(min(0.5, tick), stop)
+            now = time.monotonic()
+            if now >= next_tick:
+                executor.tick()
+                self.runtime.ticks += 1
+                self.runtime.last_tick_seconds = time.monotonic() - now
+                next_tick = now + tick
+            if now >= next_publish:
+                outbox.publish()
+                next_publish = now + OUTBOX_SECONDS
+
+    # --- callbacks ----------------------------------------------------------------------
+
+    def _notify(self, row: ActionRow, decision: Decision) -> None:
+        link = self.approvals.link(row)
+        what = "PAGE: " if decision.page else ""
+        self.log(f"{what}action {row.id[:12]} ({row.type}) awaits approval: {link.url}")
+
+    def _count_intake(self, received: Received) -> None:
+        self.runtime.counters.inc("selfheal_intake_records_total", outcome=received.outcome)
+
+    def _publish(self, producer: Any, action: Action) -> None:
+        plan = action.plan
+        record = ConsumerAssignment.from_dict({
+            "version": 1, "cluster_id": action.cluster_id, "event_time": rfc3339(),
+            "group": plan["group"], "strategy": plan.get("strategy", "unspecified"),
+            "assignment": plan["assignment"], "cross_rack": plan["cross_rack"]})
+        producer.produce(self.config.topic("consumer-assignments"), record.to_json(),
+                         key=record.key())
+        if producer.flush(15.0):
+            raise ClusterError("the consumer assignment was not acknowledged by the bus in "
+                               "15 s")
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.store.close()
