@@ -282,7 +282,7 @@ def run_metrics(run: CollectorRun, urls: ExporterUrls, interval: float) -> int:
                 run.wait(max(0.1, collector.discovery.due - time.monotonic()))
                 continue
             collector.round(sink, pool)
-            run.wait(collector.next_due() - time.monotonic())
+            run.idle(collector.next_due() - time.monotonic())
     return 0
 
 

@@ -76,6 +76,19 @@ class CollectorRun:
         """Sleep up to ``seconds``; True as soon as a stop was asked for."""
         return self.stop.wait(max(0.0, seconds))
 
+    def idle(self, seconds: float) -> bool:
+        """Like `wait`, serving the producer's delivery reports meanwhile (so the
+        records-produced count is current)."""
+        deadline = time.monotonic() + seconds
+        while not self.stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self.sink is None:
+                return self.wait(left)
+            self.sink.poll(min(0.2, left))
+        return True
+
     def backoff(self) -> Backoff:
         collect = self.config.collect
         return Backoff(collect.backoff_initial_seconds,

@@ -1,0 +1,181 @@
+"""What the collector tests share: a real `selfheal collect ...` process, stopped by PID,
+and a reader of a selfheal.* topic that sees only what arrives after it starts."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from remediation.config import Config
+from remediation.config import load as load_config
+from sandbox.cluster import client_config
+from sandbox.state import SandboxState
+from streams.bus import ensure_topics
+from tests.conftest import SELFHEAL
+
+
+@dataclass(frozen=True)
+class Message:
+    key: bytes | None
+    value: bytes
+    headers: tuple[tuple[str, bytes], ...]
+    arrived: float  # time.monotonic() when the reader got it
+
+
+def sandbox_config(state: SandboxState) -> Config:
+    """The configuration a collector started with `Collector` sees."""
+    return load_config(path=None, env={"SELFHEAL_SANDBOX_DIR": state.work_dir})
+
+
+class TopicReader(threading.Thread):
+    """Reads every partition of ``topic`` from its end at start-up (no group, no commits);
+    creates the selfheal.* topics first if the sandbox has none yet."""
+
+    def __init__(self, state: SandboxState, topic: str) -> None:
+        super().__init__(daemon=True, name=f"reader-{topic}")
+        from confluent_kafka import Consumer, TopicPartition
+
+        ensure_topics(sandbox_config(state))
+        self.topic = topic
+        self.messages: list[Message] = []
+        self._stop_event = threading.Event()
+        self._consumer = Consumer({**client_config(state), "group.id": "unused",
+                                   "enable.auto.commit": False})
+        meta = self._consumer.list_topics(topic, timeout=30).topics[topic]
+        assert meta.error is None, f"{topic}: {meta.error}"
+        assignment = []
+        for p in sorted(meta.partitions):
+            _low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, p),
+                                                              timeout=30)
+            assignment.append(TopicPartition(topic, p, high))
+        self._consumer.assign(assignment)
+
+    def run(self) -> None:
+        try:
+            while not self._stop_event.is_set():
+                for msg in self._consumer.consume(num_messages=1000, timeout=0.2):
+                    if msg.error() is None:
+                        self.messages.append(Message(
+                            msg.key(), msg.value(), tuple(msg.headers() or ()),
+                            time.monotonic()))
+        finally:
+            self._consumer.close()
+
+    def wait_for(self, predicate: Callable[[list[Message]], Any], timeout: float = 60.0,
+                 what: str = "the expected records") -> Any:
+        """Poll until ``predicate(messages)`` is truthy; its value. Fails after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = predicate(list(self.messages))
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.topic}: no {what} within {timeout:.0f} s; "
+                                     f"{len(self.messages)} records read")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=30)
+
+    def __enter__(self) -> TopicReader:
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+
+class Collector:
+    """A `selfheal collect <args>` process aimed at ``state``; stderr goes to a file."""
+
+    def __init__(self, state: SandboxState, args: list[str],
+                 env: dict[str, str] | None = None) -> None:
+        self.log = Path(state.work_dir) / f"collect-{args[0]}-{uuid.uuid4().hex[:6]}.log"
+        full_env = {**os.environ, "SELFHEAL_SANDBOX_DIR": state.work_dir,
+                    "SELFHEAL_CONFIG": "", **(env or {})}
+        with open(self.log, "wb") as err:
+            self.proc = subprocess.Popen(
+                [*SELFHEAL, "collect", *args, "--metrics-port", "0"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                env=full_env)
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for_line(self, pattern: str, timeout: float = 60.0, after: int = 0) -> str:
+        """The first stderr line at index >= ``after`` matching the regex ``pattern``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = self.text().splitlines()[after:]
+            for line in lines:
+                if re.search(pattern, line):
+                    return line
+            if self.proc.poll() is not None:
+                raise AssertionError(f"collector exited ({self.proc.returncode}) before "
+                                     f"/{pattern}/:\n{self.text()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no line /{pattern}/ within {timeout:.0f} s:\n"
+                                     + self.text())
+            time.sleep(0.1)
+
+    def line_count(self) -> int:
+        return len(self.text().splitlines())
+
+    def own_metrics(self) -> str:
+        """The collector's own Prometheus text, from the port it printed."""
+        line = self.wait_for_line(r"own metrics at http://")
+        url = line.split("own metrics at ", 1)[1].strip()
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.read().decode()
+
+    def wait_for_metric(self, name: str, check: Callable[[float], bool],
+                        timeout: float = 30.0, **labels: str) -> float:
+        """Poll the own metrics until sample ``name{labels}`` passes ``check``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = sample_value(self.own_metrics(), name, **labels)
+            if value is not None and check(value):
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{name}{labels} is {value} after {timeout:.0f} s")
+            time.sleep(0.2)
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM by PID, then wait; the exit status (SIGKILL after ``timeout``)."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=30)
+        return self.proc.returncode
+
+    def __enter__(self) -> Collector:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+
+def sample_value(metrics_text: str, name: str, **labels: str) -> float | None:
+    """One sample's value from Prometheus text (None when absent)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v
+                                           for k, v in labels.items()):
+                return float(sample.value)
+    return None
