@@ -73,6 +73,7 @@ class Executor:
         self._log = log or (lambda m: print(f"selfheal executor: {m}", file=sys.stderr,
                                             flush=True))
         self._last_error: str | None = None
+        self._seen: set[str] = set()  # actions this executor has stepped
         self.errors = 0  # Kafka calls that failed (retried on the next tick)
 
     # --- intake -------------------------------------------------------------------------
@@ -169,6 +170,11 @@ class Executor:
         if not self.is_leader():
             return
         action = parse_action(row.record)
+        if row.id not in self._seen:
+            self._seen.add(row.id)
+            if row.state is not State.APPROVED:
+                self.store.note(row.id, ACTOR, f"picked up {row.state} after a restart or a "
+                                "takeover; resuming from the journal and the live cluster")
         if row.state is State.APPROVED:
             self._start(row, action)
         elif row.state is State.EXECUTING:

@@ -11,7 +11,13 @@ Routes:
     GET  /api/actions[?state=...]   list (bearer token)
     GET  /api/actions/<id>          show, with audit, alerts and a fresh approval link
     POST /api/actions/<id>/approve | reject | cancel   {"actor": "...", "reason": "..."}
-    POST /api/alertmanager          Alertmanager webhook, payload version 4 (bearer token)
+    POST /alertmanager              Alertmanager webhook, payload version 4 (also at
+                                    /api/alertmanager)
+
+Everything under /api and the webhook need the API token: as a bearer token, or as the
+password of HTTP basic auth, which is what Alertmanager sends for a webhook URL with the
+token in it (http://selfheal:<token>@host:port/alertmanager), or with
+`http_config: {authorization: {credentials: <token>}}`.
 
 The pages are read-only; nothing changes without the link's token (approval page) or the
 API token. The confirm POST carries a CSRF token bound to the link, and a cross-site
@@ -20,6 +26,8 @@ POST (Origin or Sec-Fetch-Site saying so) is refused before anything is read.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hmac
 import json
 import re
@@ -145,12 +153,19 @@ class Handler(BaseHTTPRequestHandler):
 
     def _auth(self) -> None:
         given = self.headers.get("Authorization", "")
-        if not given.startswith("Bearer "):
-            raise _error(401, "missing bearer token: send 'Authorization: Bearer <api token>' "
+        if given.startswith("Bearer "):
+            token = given.removeprefix("Bearer ").strip().encode()
+        elif given.startswith("Basic "):
+            try:
+                token = base64.b64decode(given.removeprefix("Basic ").strip(),
+                                         validate=True).partition(b":")[2]
+            except (ValueError, binascii.Error):
+                raise _error(400, "malformed basic auth header") from None
+        else:
+            raise _error(401, "missing API token: send 'Authorization: Bearer <api token>' "
                               "([serve] api_token)")
-        token = given.removeprefix("Bearer ").strip().encode()
         if not hmac.compare_digest(token, self.server.service.api_token.encode()):
-            raise _error(403, "wrong bearer token")
+            raise _error(403, "wrong API token")
 
     # --- routes -------------------------------------------------------------------------
 
@@ -173,9 +188,9 @@ class Handler(BaseHTTPRequestHandler):
                 return "approve_page", self._approval_page(parts[1])
             if method == "POST" and len(parts) == 1:
                 return "approve_post", self._approve_post()
-        if parts[:1] == ["api"]:
+        if parts[:1] == ["api"] or parts == ["alertmanager"]:
             self._auth()
-            return self._api(method, parts[1:])
+            return self._api(method, parts[1:] if parts[0] == "api" else parts)
         return "other", _error(404, f"no route for {method} {path}")
 
     def _row(self, action_id: str) -> ActionRow:
