@@ -1,0 +1,140 @@
+"""The executor's other moves on the real sandbox: disks evened out by intra-broker moves
+(throttled), leaders where the plan puts them, and a stale plan left alone."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from remediation.executor.throttle import DIR_RATE
+from remediation.live import open_admin
+from remediation.plan import plan_disks, plan_leaders
+from remediation.plan.disks import broker_usage, mean_ratio, over_limit
+from sandbox import traffic
+from sandbox.fill import fill_disk
+from sandbox.state import SandboxState
+from sandbox.status import kafka_admin
+from tests.integration.serve_harness import bench, wait_until
+
+pytestmark = pytest.mark.integration
+
+DIR_THROTTLE = 2 * 1024 * 1024  # bytes/s: ~12 MiB of moves take a few seconds
+THRESHOLD = 1.10  # the planner's (and the detector's) default
+
+
+def dir_throttles(state: SandboxState) -> dict[int, str]:
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    with kafka_admin(state) as admin:
+        reply = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(b.node_id))
+                                        for b in state.brokers])
+    return {int(name): configs[DIR_RATE]["value"]
+            for name, configs in reply.get("broker", {}).items() if DIR_RATE in configs}
+
+
+def delete_topic(state: SandboxState, topic: str) -> None:
+    with kafka_admin(state) as admin:
+        admin.delete_topics([topic])
+
+
+def test_a_skewed_broker_is_evened_out_by_itself(sandbox: SandboxState, tmp_path: Path) -> None:
+    state = sandbox
+    policy = f'[actions]\nmove_replica_dirs = "auto"\n[limits]\n' \
+             f"intra_broker_throttle_bytes_per_s = {DIR_THROTTLE}\n"
+    broker = 1
+    topic = fill_disk(state, broker, "0", 24 * 1024 * 1024, partitions=6)
+    try:
+        with bench(state, tmp_path, policy) as b:
+            serve = b.serve()
+            model = b.model()
+            assert any(over_limit(d.used, THRESHOLD * mean_ratio(usage) * d.capacity)
+                       for usage in [broker_usage(model, broker)] for d in usage)
+            plan = plan_disks(model, THRESHOLD)
+            moved = sum(m.size_bytes for m in plan.moves)
+            assert any(m.broker == broker for m in plan.moves)
+            aid = b.propose(b.action("move_replica_dirs", plan, f"broker {broker} is skewed",
+                                     bytes_moved=moved))
+            serve.wait_state(aid, {"executing", "verifying", "succeeded"})
+            seen = wait_until(lambda: dir_throttles(state).get(broker),
+                              "the log-dir move throttle on the broker", 30, every=0.2)
+            assert seen == str(DIR_THROTTLE)
+            done = serve.wait_state(aid, {"succeeded"}, timeout=180)
+            assert dir_throttles(state) == {}
+            assert any(a["reason"].startswith("throttle removed") for a in done["audit"])
+
+            after = b.model()
+            usage = broker_usage(after, broker)
+            mean = mean_ratio(usage)
+            assert not [d.path for d in usage
+                        if over_limit(d.used, THRESHOLD * mean * d.capacity)], usage
+            assert not [m for m in plan_disks(after, THRESHOLD).moves if m.broker == broker]
+    finally:
+        delete_topic(state, topic)
+
+
+def test_rebalance_leaders_puts_each_leader_where_the_plan_says(sandbox: SandboxState,
+                                                                tmp_path: Path) -> None:
+    from kafka.admin import NewTopic
+
+    state = sandbox
+    topic = f"serve-leaders-{int(time.time())}"
+    with kafka_admin(state) as admin:  # every partition led by broker 0: badly skewed
+        admin.create_topics([NewTopic(topic, num_partitions=-1, replication_factor=-1,
+                                      replica_assignments={p: [0, 1 + p % 2, 2 - p % 2]
+                                                           for p in range(6)})])
+    wait_until(lambda: all(p["leader_id"] == 0 for p in traffic.partitions(state, topic))
+               and len(traffic.partitions(state, topic)) == 6, "the topic led by broker 0")
+    with bench(state, tmp_path, '[actions]\nrebalance_leaders = "auto"\n') as b:
+        serve = b.serve()
+        plan = plan_leaders(b.model())
+        ours = {tp.partition for tp in plan.election if tp.topic == topic}
+        assert ours, "the planner should move some of the topic's leaders off broker 0"
+        aid = b.propose(b.action("rebalance_leaders", plan, "broker 0 leads too much"))
+        done = serve.wait_state(aid, {"succeeded"}, timeout=120)
+        assert any(a["reason"].startswith("preferred election run") for a in done["audit"])
+        target = {(t.topic, t.partition): t.replicas for t in plan.reassignment.partitions}
+        now = {p["partition_index"]: p for p in traffic.partitions(state, topic)}
+        for tp in plan.election:
+            if tp.topic != topic:
+                continue
+            p = now[tp.partition]
+            assert tuple(p["replica_nodes"]) == target[(topic, tp.partition)]
+            assert p["leader_id"] == target[(topic, tp.partition)][0], tp
+
+
+def test_a_plan_already_carried_out_by_hand_is_superseded_and_changes_nothing(
+        sandbox: SandboxState, tmp_path: Path) -> None:
+    from kafka import TopicPartition
+    from kafka.admin import NewTopic
+
+    state = sandbox
+    topic = f"serve-stale-{int(time.time())}"
+    with kafka_admin(state) as admin:
+        admin.create_topics([NewTopic(topic, num_partitions=-1, replication_factor=-1,
+                                      replica_assignments={0: [0, 1, 2]})])
+    wait_until(lambda: traffic.leader_of(state, topic, 0) == 0, "the topic led by broker 0")
+    plan = {"reassignment": {"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [1, 0, 2]}]},
+        "election": {"partitions": [{"topic": topic, "partition": 0}]}}
+    with bench(state, tmp_path, '[actions]\nrebalance_leaders = "auto"\n') as b:
+        action = b.action("rebalance_leaders", plan, "broker 1 should lead")
+        # An operator does exactly this by hand before the action arrives.
+        with open_admin(state.bootstrap_servers) as admin:
+            admin.alter_partition_reassignments({TopicPartition(topic, 0): [1, 0, 2]})
+            wait_until(lambda: traffic.partitions(state, topic)[0]["replica_nodes"]
+                       == [1, 0, 2], "the reorder by hand")
+            admin.elect_leaders(0, {topic: [0]}, raise_errors=False)
+        wait_until(lambda: traffic.leader_of(state, topic, 0) == 1, "the election by hand")
+        before = traffic.partitions(state, topic)[0]
+
+        serve = b.serve()
+        aid = b.propose(action)
+        done = serve.wait_state(aid, {"superseded"})
+        assert "already in the plan's target state" in done["audit"][-1]["reason"]
+        assert not any(a["reason"].startswith(("reassignment submitted", "preferred election"))
+                       for a in done["audit"])
+        assert done["attempts"] == 0
+        time.sleep(1)
+        assert traffic.partitions(state, topic)[0] == before
