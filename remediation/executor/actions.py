@@ -26,7 +26,7 @@ TRIGGER_KINDS: frozenset[str] = frozenset(_KINDS)
 REASSIGNMENT_TYPES: frozenset[str] = frozenset({"fix_offline_replicas", "move_replica_dirs"})
 
 __all__ = ["ACTION_TYPES", "Action", "ActionError", "PartitionTarget", "Summary", "Trigger",
-           "parse_action"]
+           "parse_action", "parse_action_json"]
 
 
 class ActionError(ValueError):
@@ -90,6 +90,17 @@ class Action:
 
     def to_json(self) -> str:
         return json.dumps(self.record, sort_keys=True, separators=(",", ":"))
+
+
+def parse_action_json(raw: bytes | str) -> Action:
+    """`parse_action` of one Kafka value; not UTF-8 or not JSON is an ActionError at `$`."""
+    try:
+        record = json.loads(raw)
+    except UnicodeDecodeError as exc:
+        raise ActionError(f"$: not UTF-8 text: {exc.reason}") from None
+    except json.JSONDecodeError as exc:
+        raise ActionError(f"$: not JSON: {exc.msg} at offset {exc.pos}") from None
+    return parse_action(record)
 
 
 def parse_action(record: Mapping[str, Any]) -> Action:

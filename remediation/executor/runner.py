@@ -13,7 +13,6 @@ restoring "what was there before" in the wrong order would leave one's throttle 
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -21,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from remediation.executor import checks, throttle
-from remediation.executor.actions import Action, ActionError, parse_action
+from remediation.executor.actions import Action, ActionError, parse_action, parse_action_json
 from remediation.executor.checks import LiveView
 from remediation.executor.cluster import ClusterError, KafkaCluster
 from remediation.executor.lifecycle import State, reopen_refusal
@@ -85,8 +84,8 @@ class Executor:
         record later, so nothing is decided on a guess.
         """
         try:
-            action = parse_action(json.loads(raw))
-        except (ValueError, ActionError) as exc:  # JSONDecodeError is a ValueError
+            action = parse_action_json(raw)
+        except ActionError as exc:
             reason = f"malformed action record: {exc}"
             self.store.reject(raw, reason, ACTOR, source=source)
             return Received("rejected", reason)

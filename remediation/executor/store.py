@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from remediation.executor import lifecycle
-from remediation.executor.actions import Action, ActionError, parse_action
+from remediation.executor.actions import Action, ActionError, parse_action_json
 from remediation.executor.lifecycle import State
 
 SCHEMA_VERSION = 2
@@ -285,8 +285,8 @@ class ActionStore:
                source: str | None = None) -> Proposed | None:
         """Parse one record from the actions topic and propose it; reject it if malformed."""
         try:
-            action = parse_action(json.loads(raw))
-        except (ValueError, ActionError) as exc:  # JSONDecodeError is a ValueError
+            action = parse_action_json(raw)
+        except ActionError as exc:
             self.reject(raw, f"malformed action record: {exc}", actor, source=source)
             return None
         return self.propose(action, actor, source=source)

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
-from remediation.executor.actions import ActionError, PartitionTarget, parse_action
+from remediation.executor.actions import (
+    ActionError,
+    PartitionTarget,
+    parse_action,
+    parse_action_json,
+)
 from tests.unit.action_records import fix_offline, of_type
 
 
@@ -102,3 +108,12 @@ def test_a_leader_plan_lists_its_elections() -> None:
     action = parse_action(of_type("rebalance_leaders"))
     assert action.elections() == (("orders", 0),)
     assert parse_action(fix_offline()).elections() == ()
+
+
+def test_a_value_that_is_not_json_is_named_at_the_root() -> None:
+    with pytest.raises(ActionError, match=r"^\$: not JSON: Expecting property name .* at "
+                                          r"offset 1"):
+        parse_action_json(b"{not json")
+    with pytest.raises(ActionError, match=r"^\$: not UTF-8 text"):
+        parse_action_json(b"\xff")
+    assert parse_action_json(json.dumps(fix_offline())).type == "fix_offline_replicas"
