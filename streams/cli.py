@@ -1,0 +1,69 @@
+"""`selfheal stream`: run the detection job (streams/job.py) until SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+DESCRIPTION = """\
+Read selfheal.broker-metrics, selfheal.logdir-events and selfheal.cluster-snapshots with
+Spark Structured Streaming, validate every record (Great Expectations; bad records go to
+selfheal.dead-letter with the reason), detect offline log dirs, skewed disks and
+unbalanced leaders, and propose actions on selfheal.actions. One line per micro-batch
+(rows, actions, dead letters, duration); Prometheus metrics on http_host:metrics_http_port
+of [stream]. The checkpoint keeps Kafka offsets and the detector's state, so a restart
+proposes nothing twice. Settings: [stream] and [detect] in the config file.
+"""
+
+
+def register(subparsers: Any) -> None:
+    """Add `stream` to the `selfheal` parser."""
+    p = subparsers.add_parser(
+        "stream", help="run the Spark detection job (metrics, log-dir events, snapshots in; "
+        "actions out)", description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--checkpoint", type=Path, metavar="DIR",
+                   help="checkpoint dir of the query (default: [stream] checkpoint_dir/detect)")
+    p.add_argument("--trigger", type=float, metavar="SECONDS",
+                   help="micro-batch interval (default: [stream] trigger_interval_seconds)")
+    p.add_argument("--available-now", action="store_true",
+                   help="process what the topics hold now, then stop (tests, catching up)")
+    p.add_argument("--starting-offsets", choices=("latest", "earliest"),
+                   help="where a new checkpoint starts reading (default: [stream] "
+                   "starting_offsets); an existing checkpoint resumes where it stopped")
+    p.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="port of /metrics, 0 for a free one (default: [stream] "
+                   "metrics_http_port)")
+    p.add_argument("--master", metavar="URL",
+                   help="Spark master (default: $SELFHEAL_SPARK_MASTER or local[2]; under "
+                   "spark-submit, its own)")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from remediation.cli import CliError
+    from remediation.config import ConfigError, load
+
+    try:
+        config = load()
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    if args.trigger is not None and not args.trigger > 0:
+        raise CliError(f"--trigger must be more than 0 seconds, got {args.trigger}")
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        raise CliError(f"--metrics-port must be 0-65535 (0: a free port), got "
+                       f"{args.metrics_port}")
+
+    from streams.bus import BusError
+    from streams.job import JobOptions, run
+    from streams.snapshot_reader import SnapshotMissing
+
+    options = JobOptions.from_config(
+        config, checkpoint=args.checkpoint, trigger_seconds=args.trigger,
+        available_now=args.available_now or None, starting_offsets=args.starting_offsets,
+        master=args.master, metrics_port=args.metrics_port)
+    try:
+        return run(config, options)
+    except (BusError, SnapshotMissing) as exc:
+        raise CliError(str(exc), code=1) from None

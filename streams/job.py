@@ -1,0 +1,247 @@
+"""The Spark Structured Streaming job behind `selfheal stream`.
+
+    Kafka source (broker-metrics, logdir-events, cluster-snapshots)
+      -> mapInPandas: decode, validate with Great Expectations, keep what detection
+         reads (streams/signals.py); bad records become dead letters here
+      -> event-time watermark; groupBy(cluster) -> applyInPandasWithState on the RocksDB
+         state store: the detector (streams/stateful.py, streams/detect.py)
+      -> foreachBatch on the driver: plan (streams/propose.py), produce actions and dead
+         letters, count (streams/metrics.py)
+
+One query, so one checkpoint holds the Kafka offsets and the detector's state together:
+a restart resumes both, and a replayed batch re-derives the same decisions from the same
+state, hence the same action ids. The planners run on the driver: they need the whole
+cluster model, which only the decisions that need it read back from the bus.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from remediation.config import Config
+from streams.detect import Decision, DetectSettings
+from streams.metrics import BatchOutput, StreamMetrics, progress_listener
+from streams.propose import Proposer, describe
+from streams.stateful import DEAD_LETTER, DECISION, NOTE, OUTCOME_DDL, STATE_DDL
+
+INPUT_TOPICS = {"broker-metrics": "broker-metric", "logdir-events": "logdir-event",
+                "cluster-snapshots": "cluster-snapshot"}
+QUERY_NAME = "selfheal-detect"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """How to run the job; the defaults come from the `[stream]` config section."""
+
+    checkpoint: Path
+    trigger_seconds: float
+    available_now: bool = False
+    starting_offsets: str = "latest"
+    master: str | None = None
+    metrics_port: int = 0
+
+    @classmethod
+    def from_config(cls, config: Config, **overrides: Any) -> JobOptions:
+        stream = config.stream
+        values: dict[str, Any] = {
+            "checkpoint": stream.checkpoint_dir / "detect",
+            "trigger_seconds": stream.trigger_interval_seconds,
+            "starting_offsets": stream.starting_offsets,
+            "metrics_port": stream.metrics_http_port,
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+def spark_conf(master: str | None) -> dict[str, str]:
+    """The session settings the job needs on top of streams.spark's."""
+    conf = {
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+        # Commit only the changes of each batch, not a full RocksDB checkpoint.
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.ui.showConsoleProgress": "false",  # the job prints its own line per batch
+    }
+    if (master or os.environ.get("SELFHEAL_SPARK_MASTER", "local")).startswith("local"):
+        # Python workers must be this interpreter (pandas, pyarrow, GX, this package);
+        # on a cluster, spark-submit's PYSPARK_PYTHON says which.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return conf
+
+
+class BatchSink:
+    """The foreachBatch body: decisions become actions; actions and dead letters go to
+    the bus; a failed delivery fails the batch, which Spark then runs again."""
+
+    def __init__(self, config: Config, metrics: StreamMetrics, say: Say) -> None:
+        from streams.bus import producer
+        from streams.snapshot_reader import SnapshotReader
+
+        self.config = config
+        self.metrics = metrics
+        self.say = say
+        self.reader = SnapshotReader(config)
+        self.proposer = Proposer(self.reader, config.detect.disk_skew_threshold)
+        self.producer = producer(config)
+        self.actions_topic = config.topic("actions")
+        self.dead_letter_topic = config.topic("dead-letter")
+
+    def __call__(self, frame: Any, batch_id: int) -> None:
+        rows = frame.collect()
+        output = BatchOutput()
+        errors: list[str] = []
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is not None:
+                errors.append(f"{msg.topic()}: {err}")
+
+        for row in rows:
+            if row.kind == DEAD_LETTER:
+                letter = json.loads(row.body)
+                self.producer.produce(self.dead_letter_topic, row.body.encode("utf-8"),
+                                      letter["source_topic"].encode("utf-8"),
+                                      on_delivery=delivered)
+                self.metrics.dead_letters.labels(letter["source_topic"]).inc()
+                output.dead_letters += 1
+            elif row.kind == NOTE:
+                self.say(f"note ({row.cluster_id}): {row.body}")
+                self.metrics.notes.inc()
+                output.notes += 1
+        for row in rows:
+            if row.kind != DECISION:
+                continue
+            decision = Decision.from_json(row.body)
+            actions = self.proposer.actions(decision)
+            if not actions:
+                self.say(f"{decision.type} ({decision.cluster_id}): {decision.reason}; the "
+                         "planner found nothing to do")
+            for action in actions:
+                self.producer.produce(self.actions_topic, action.to_json(), action.key(),
+                                      on_delivery=delivered)
+                latency = _seconds(action.created_at) - _seconds(action.event_time)
+                self.metrics.actions.labels(action.type).inc()
+                self.metrics.latency.labels(action.type).observe(max(latency, 0.0))
+                output.actions[action.type] += 1
+                self.say(f"action {describe(action)}")
+        left = self.producer.flush(30.0)
+        if errors or left:
+            raise RuntimeError(f"batch {batch_id}: {len(errors) + left} record(s) not "
+                               f"delivered to the bus ({'; '.join(errors[:3]) or 'timeout'})")
+        self.metrics.batch_written(batch_id, output)
+
+    def close(self) -> None:
+        self.producer.flush(10.0)
+        self.reader.close()
+
+
+def _seconds(rfc3339: str) -> float:
+    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+
+
+def build_query(spark: Any, config: Config, options: JobOptions, sink: BatchSink) -> Any:
+    """Define and start the streaming query."""
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from streams.bus import MAX_MESSAGE_BYTES
+    from streams.facts import FactLimits
+    from streams.signals import SIGNAL_DDL, to_signals
+    from streams.stateful import detect_group
+
+    servers = config.bus.bootstrap_servers
+    topics = {config.topic(name): schema for name, schema in INPUT_TOPICS.items()}
+    source = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", ",".join(topics))
+        .option("startingOffsets", options.starting_offsets)
+        .option("maxOffsetsPerTrigger", str(config.stream.max_offsets_per_trigger))
+        # A snapshot record can be tens of MB.
+        .option("kafka.max.partition.fetch.bytes", str(MAX_MESSAGE_BYTES))
+        .option("kafka.fetch.max.bytes", str(MAX_MESSAGE_BYTES))
+        .load()
+        .select("topic", "partition", "offset", "timestamp", "value")
+    )
+    # One validating task per core, not one per topic partition: each GX run has a
+    # fixed cost, so fewer, bigger frames are cheaper.
+    parallelism = max(1, spark.sparkContext.defaultParallelism)
+    signals = (
+        source.coalesce(parallelism)
+        .mapInPandas(partial(to_signals, schemas=topics,
+                             limits=FactLimits.from_config(config.detect)), SIGNAL_DDL)
+        .withWatermark("event_ts", f"{config.stream.watermark_delay_seconds} seconds")
+    )
+    outcomes = signals.groupBy("key").applyInPandasWithState(
+        detect_group(DetectSettings.from_config(config.detect)), OUTCOME_DDL, STATE_DDL,
+        "append", GroupStateTimeout.NoTimeout)
+    writer = (outcomes.writeStream.queryName(QUERY_NAME).foreachBatch(sink)
+              .option("checkpointLocation", str(options.checkpoint)))
+    if options.available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{options.trigger_seconds} seconds")
+    return writer.start()
+
+
+def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
+    """Run the job until SIGTERM or Ctrl-C (or, with ``available_now``, until it has read
+    what is there); then stop the query and the driver JVM. 0 on a clean stop, 1 when
+    the query failed."""
+    from streams import spark as spark_session
+    from streams.bus import ensure_topics
+
+    say = say or _print
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM,
+                                                                       signal.SIGINT)}
+    metrics = StreamMetrics()
+    spark = sink = query = None
+    try:
+        created = ensure_topics(config)
+        if created:
+            say(f"created topics: {', '.join(created)}")
+        port = metrics.serve(config.stream.http_host, options.metrics_port)
+        say(f"metrics on http://{config.stream.http_host}:{port}/metrics")
+        spark = spark_session.session("selfheal-stream", master=options.master,
+                                      extra_conf=spark_conf(options.master))
+        spark.sparkContext.setLogLevel("ERROR")
+        spark.streams.addListener(progress_listener(metrics, say))
+        sink = BatchSink(config, metrics, say)
+        query = build_query(spark, config, options, sink)
+        say(f"running: query {query.id}, checkpoint {options.checkpoint}, "
+            + ("available-now" if options.available_now
+               else f"trigger every {options.trigger_seconds:g} s"))
+        while not stop.is_set() and query.isActive:
+            query.awaitTermination(0.5)
+        failed = query.exception()
+        if failed is not None:
+            say(f"the query failed: {failed}")
+            return 1
+        return 0
+    finally:
+        if query is not None and query.isActive:
+            say("stopping the query")
+            query.stop()
+        if sink is not None:
+            sink.close()
+        if spark is not None:
+            spark_session.stop(spark)
+        metrics.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        say("stopped")
+
+
+def _print(line: str) -> None:
+    print(f"[stream] {line}", flush=True)

@@ -1,0 +1,129 @@
+"""The job's driver-side metrics (prometheus-client) and its one line per micro-batch.
+
+Spark reports each finished micro-batch to a `StreamingQueryListener` (input rows and
+rate, batch duration, rows the watermark dropped); the batch sink reports what it wrote
+(actions by type, dead letters by source topic, detection latency). The listener joins
+the two by batch id into the progress line.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+LATENCY_BUCKETS = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 20.0, 30.0, 60.0,
+                   120.0, 300.0, 600.0)
+DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0)
+
+
+@dataclass
+class BatchOutput:
+    """What the sink wrote for one micro-batch."""
+
+    actions: Counter[str] = field(default_factory=Counter)
+    dead_letters: int = 0
+    notes: int = 0
+
+
+class StreamMetrics:
+    """Every metric of the job, on its own registry (two jobs in one process never clash)."""
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.input_rows = Counter("selfheal_stream_input_rows",
+                                  "Records read from the input topics", registry=r)
+        self.input_rate = Gauge("selfheal_stream_input_rows_per_second",
+                                "Input rate of the last micro-batch", registry=r)
+        self.processed_rate = Gauge("selfheal_stream_processed_rows_per_second",
+                                    "Rows per second of processing in the last micro-batch",
+                                    registry=r)
+        self.batch_duration = Histogram("selfheal_stream_batch_duration_seconds",
+                                        "Micro-batch duration", buckets=DURATION_BUCKETS,
+                                        registry=r)
+        self.actions = Counter("selfheal_stream_actions", "Actions proposed, by type",
+                               ["type"], registry=r)
+        self.dead_letters = Counter("selfheal_stream_dead_letters",
+                                    "Records sent to the dead-letter topic, by source topic",
+                                    ["topic"], registry=r)
+        self.latency = Histogram("selfheal_stream_detection_latency_seconds",
+                                 "Action creation time minus the event time of its trigger",
+                                 ["type"], buckets=LATENCY_BUCKETS, registry=r)
+        self.dropped_late = Counter("selfheal_stream_rows_dropped_by_watermark",
+                                    "Rows a stateful operator dropped as late (expected 0)",
+                                    registry=r)
+        self.state_rows = Gauge("selfheal_stream_state_rows",
+                                "Keys in the detector's state store", registry=r)
+        self.notes = Counter("selfheal_stream_notes",
+                             "Things the operator should read that are not actions",
+                             registry=r)
+        self._server: Any = None
+        self._pending: dict[int, BatchOutput] = {}
+        self._lock = threading.Lock()
+
+    def serve(self, host: str, port: int) -> int:
+        """Serve /metrics over HTTP; returns the port (0 picks a free one)."""
+        from prometheus_client import start_http_server
+
+        self._server, _ = start_http_server(port, addr=host, registry=self.registry)
+        return int(self._server.server_port)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def batch_written(self, batch_id: int, output: BatchOutput) -> None:
+        """The sink's report for one micro-batch."""
+        with self._lock:
+            self._pending[batch_id] = output
+
+    def batch_output(self, batch_id: int) -> BatchOutput:
+        with self._lock:
+            return self._pending.pop(batch_id, BatchOutput())
+
+
+def progress_line(batch_id: int, rows: int, seconds: float, output: BatchOutput) -> str:
+    """``batch 12: 4210 rows, 1 action (fix_offline_replicas), 0 dead letters, 0.84 s``."""
+    count = sum(output.actions.values())
+    kinds = ", ".join(f"{n} {t}" if n > 1 else t for t, n in sorted(output.actions.items()))
+    actions = f"{count} action{'s' if count != 1 else ''}" + (f" ({kinds})" if kinds else "")
+    letters = f"{output.dead_letters} dead letter{'s' if output.dead_letters != 1 else ''}"
+    return f"batch {batch_id}: {rows} rows, {actions}, {letters}, {seconds:.2f} s"
+
+
+def progress_listener(metrics: StreamMetrics, say: Callable[[str], None]) -> Any:
+    """A `StreamingQueryListener` that updates ``metrics`` and says one line per batch."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class Listener(StreamingQueryListener):  # type: ignore[misc]
+        def onQueryStarted(self, event: Any) -> None:
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:
+            p = event.progress
+            metrics.input_rows.inc(p.numInputRows)
+            metrics.input_rate.set(p.inputRowsPerSecond or 0.0)
+            metrics.processed_rate.set(p.processedRowsPerSecond or 0.0)
+            seconds = (p.batchDuration or 0) / 1000
+            metrics.batch_duration.observe(seconds)
+            for op in p.stateOperators or ():
+                metrics.dropped_late.inc(op.numRowsDroppedByWatermark or 0)
+                metrics.state_rows.set(op.numRowsTotal or 0)
+            say(progress_line(p.batchId, p.numInputRows, seconds,
+                              metrics.batch_output(p.batchId)))
+
+        def onQueryIdle(self, event: Any) -> None:
+            pass
+
+        def onQueryTerminated(self, event: Any) -> None:
+            if event.exception:
+                say(f"query stopped with an error: {event.exception.splitlines()[0]}")
+
+    return Listener()

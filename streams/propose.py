@@ -1,0 +1,228 @@
+"""Decisions in, action records out: the planners run here, on the driver.
+
+The detector keeps no snapshot in its state, only where the latest one sits on the bus;
+a decision brings that reference and the dirs the detector holds offline. The snapshot
+is read back (one record, cached while decisions reuse it), the held dirs are marked
+offline in it (the snapshot may predate the failure: the gauge can beat the collector),
+and the planner for the decision's type runs on the whole cluster model. Each action
+names only what its trigger is about: the partitions with a replica on the failed dir,
+the moves on the skewed broker. Same snapshot, same decision: same plan, same action id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from remediation.model import ClusterModel
+from remediation.plan.disks import broker_usage, mean_ratio
+from remediation.plan.errors import PlanError
+from remediation.plan.formats import (
+    ANY_DIR,
+    DiskPlan,
+    OfflinePlan,
+    PartitionAssignment,
+    Reassignment,
+    human_bytes,
+)
+from schemas.actions import build_action
+from schemas.records import Action, Trigger, rfc3339
+from schemas.snapshot import SnapshotError, snapshot_from_dict
+from streams.detect import (
+    FIX_OFFLINE,
+    MOVE_DIRS,
+    PAGE,
+    REBALANCE_LEADERS,
+    Decision,
+    SnapshotRef,
+)
+
+ReadSnapshot = Callable[[SnapshotRef, str], bytes]  # (where, cluster id) -> the record's value
+
+
+def ms_time(ms: int) -> str:
+    """Epoch milliseconds as an RFC 3339 UTC string."""
+    return rfc3339(datetime.fromtimestamp(ms / 1000, UTC))
+
+
+def mark_offline(doc: dict[str, Any], dirs: Iterable[tuple[int, str]]) -> None:
+    """Mark ``dirs`` offline in a snapshot document (adding a dir it does not list)."""
+    brokers = {b["id"]: b for b in doc["brokers"]}
+    for broker, path in dirs:
+        b = brokers.get(broker)
+        if b is None:
+            continue
+        for d in b["log_dirs"]:
+            if d["path"] == path:
+                d.update(online=False, total_bytes=None, usable_bytes=None)
+                break
+        else:
+            b["log_dirs"].append({"path": path, "online": False})
+
+
+class Proposer:
+    """Turns decisions into validated action records."""
+
+    def __init__(self, read_snapshot: ReadSnapshot, disk_skew_threshold: float = 1.10) -> None:
+        self.read_snapshot = read_snapshot
+        self.threshold = disk_skew_threshold
+        self._raw: tuple[SnapshotRef, bytes] | None = None
+        self._model: tuple[tuple[Any, ...], ClusterModel] | None = None
+
+    def model(self, decision: Decision) -> ClusterModel:
+        """The cluster model of the decision's snapshot with its held dirs offline."""
+        ref = decision.snapshot
+        if ref is None:
+            raise ValueError(f"a {decision.type} decision carries no snapshot to plan from")
+        key = (ref, decision.cluster_id, decision.offline_dirs)
+        if self._model is not None and self._model[0] == key:
+            return self._model[1]
+        if self._raw is None or self._raw[0] != ref:
+            self._raw = (ref, self.read_snapshot(ref, decision.cluster_id))
+        doc = msgspec.json.decode(self._raw[1])
+        mark_offline(doc, decision.offline_dirs)
+        model = ClusterModel(snapshot_from_dict(doc))
+        self._model = (key, model)
+        return model
+
+    def actions(self, decision: Decision, created_at: str | None = None) -> list[Action]:
+        """The actions for one decision: none when the planner finds nothing to do."""
+        created = created_at or rfc3339()
+        if decision.type == PAGE:
+            dirs = [d for b, d in decision.offline_dirs if b == decision.broker]
+            return [self._page(decision, decision.reason, dirs, created)]
+        try:
+            model = self.model(decision)
+            if decision.type == FIX_OFFLINE:
+                return self._fix_offline(decision, model, created)
+            if decision.type == MOVE_DIRS:
+                return self._move_dirs(decision, model, created)
+            if decision.type == REBALANCE_LEADERS:
+                return self._leaders(decision, model, created)
+        except (SnapshotError, PlanError) as exc:
+            # The detector saw a problem the planner cannot handle: a person must look.
+            return [self._page(decision, f"{decision.reason}, but no plan could be made: "
+                               f"{exc}; look at the cluster by hand", [], created)]
+        raise ValueError(f"unknown decision type {decision.type!r}")
+
+    def _action(self, decision: Decision, type: str, plan: Any, reason: str, created: str,
+                bytes_moved: int = 0) -> Action:
+        return build_action(
+            decision.cluster_id, type, plan, reason=reason,
+            trigger=Trigger(decision.trigger_kind, decision.broker, decision.log_dir),
+            event_time=ms_time(decision.event_time), bytes_moved=bytes_moved,
+            created_at=created)
+
+    def _page(self, decision: Decision, message: str, dirs: list[str],
+              created: str) -> Action:
+        brokers = [decision.broker] if decision.broker is not None else []
+        plan = {"message": message, "brokers": brokers, "log_dirs": sorted(dirs)}
+        return self._action(decision, PAGE, plan, message, created)
+
+    def _fix_offline(self, decision: Decision, model: ClusterModel, created: str) -> list[Action]:
+        from remediation.plan.offline import plan_offline
+
+        broker, path = decision.broker, decision.log_dir
+        degraded = broker in model.brokers_with_offline_dir
+        # A replica on the dir: listed there, or with its dir unknown on that broker
+        # (DescribeLogDirs lists nothing of a failed dir).
+        on_dir = {
+            (p.topic, p.partition): max(r.size_bytes for r in p.replicas)
+            for p in model.partitions
+            for r in p.replicas
+            if r.broker == broker and (r.log_dir == path or (r.log_dir is None and degraded))
+        }
+        if not on_dir:
+            return []
+        plan = plan_offline(model)
+        targets = tuple(a for a in plan.reassignment.partitions
+                        if (a.topic, a.partition) in on_dir)
+        lost = tuple(u for u in plan.unrecoverable if (u.topic, u.partition) in on_dir)
+        index = model.partition_index()
+        copied = 0
+        for a in targets:
+            before = {r.broker for r in model.partitions[index[(a.topic, a.partition)]].replicas}
+            copied += on_dir[(a.topic, a.partition)] * len(set(a.replicas) - before)
+        out: list[Action] = []
+        if targets:
+            reason = (f"log dir {path} on broker {broker} is offline; {len(targets)} "
+                      f"partition(s) lost their replica there: reassign them to healthy "
+                      f"brokers, rack-aware ({human_bytes(copied)} to copy)")
+            out.append(self._action(decision, FIX_OFFLINE,
+                                    OfflinePlan(Reassignment(targets), lost), reason, created,
+                                    copied))
+        if lost:
+            out.append(self._page(decision, _lost_message(path, broker, lost),
+                                  [path] if path else [], created))
+        return out
+
+    def _move_dirs(self, decision: Decision, model: ClusterModel, created: str) -> list[Action]:
+        from remediation.plan.disks import plan_disks
+
+        broker = decision.broker
+        plan = plan_disks(model, self.threshold)
+        moves = [m for m in plan.moves if m.broker == broker]
+        if not moves:
+            return []
+        index = model.partition_index()
+        targets: dict[int, str] = {index[(m.topic, m.partition)]: m.target for m in moves}
+        entries = []
+        for i in sorted(targets):
+            p = model.partitions[i]
+            brokers = tuple(r.broker for r in p.replicas)
+            dirs = tuple(targets[i] if b == broker else ANY_DIR for b in brokers)
+            entries.append(PartitionAssignment(p.topic, p.partition, brokers, dirs))
+        moved = sum(m.size_bytes for m in moves)
+        before = broker_usage(model, broker)
+        mean = mean_ratio(before)
+        after = {d.path: d.used for d in before}
+        for m in moves:
+            after[m.source] -= m.size_bytes
+            after[m.target] += m.size_bytes
+        peak_before = max(d.ratio for d in before) / mean
+        peak_after = max(after[d.path] / d.capacity for d in before) / mean
+        reason = (f"{decision.reason}: move {len(moves)} replica(s), {human_bytes(moved)}, "
+                  f"between its dirs; fullest dir {peak_before:.2f}x -> {peak_after:.2f}x "
+                  "the broker mean")
+        skipped = tuple(s for s in plan.skipped if s.broker == broker)
+        disk_plan = DiskPlan(Reassignment(tuple(entries)), skipped)
+        return [self._action(decision, MOVE_DIRS, disk_plan, reason, created, moved)]
+
+    def _leaders(self, decision: Decision, model: ClusterModel, created: str) -> list[Action]:
+        from remediation.plan.leaders import plan_leaders
+
+        plan = plan_leaders(model)
+        if not plan.election and not plan.reassignment:
+            return []
+        reason = (f"{decision.reason}: {len(plan.election)} partition(s) change leader, "
+                  f"{len(plan.reassignment.partitions)} replica list(s) reordered (no data "
+                  "moves)")
+        return [self._action(decision, REBALANCE_LEADERS, plan, reason, created)]
+
+
+def _lost_message(path: str | None, broker: int | None, lost: tuple[Any, ...]) -> str:
+    """What the operator must know about partitions reassignment cannot repair, grouped
+    by the planner's reason (every copy offline; no broker left to take one)."""
+    by_reason: dict[str, list[str]] = {}
+    for u in lost:
+        by_reason.setdefault(u.reason, []).append(f"{u.topic}-{u.partition}")
+    parts = []
+    for reason, names in by_reason.items():
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10
+                                         else "")
+        parts.append(f"{len(names)} partition(s): {reason} ({shown})")
+    return (f"log dir {path} on broker {broker} is offline and reassignment cannot repair "
+            f"everything on it; " + "; ".join(parts) + ". Replace the disk and restart the "
+            "broker, or add brokers")
+
+
+def describe(action: Action) -> str:
+    """One line for the job's output."""
+    t = action.trigger
+    where = [f"broker {t.broker}"] if t.broker is not None else []
+    where += [t.log_dir] if t.log_dir else []
+    return (f"{action.type} {action.action_id[:12]} ({', '.join([t.kind, *where])}; "
+            f"{action.summary.partitions} partitions): {action.reason}")
