@@ -37,14 +37,12 @@ NOTE = "note"  # body: text for the operator
 DEAD_LETTER = "dead_letter"  # body: DeadLetter JSON
 
 
-def _ms(stamp: Any) -> int:
-    return int(stamp.value // 1_000_000)  # pandas Timestamp (ns) -> ms
-
-
 def signal_of(row: Any) -> Signal:
     """One signal row (streams.signals) as the detector's type."""
-    ms = _ms(row.event_ts)
-    broker = None if row.broker is None or row.broker != row.broker else int(row.broker)
+    import pandas as pd
+
+    ms = int(pd.Timestamp(row.event_ts).value // 1_000_000)  # ns -> ms
+    broker = None if pd.isna(row.broker) else int(row.broker)
     if row.kind == FAILURE:
         return Failure(ms, row.source or LOGDIR_EVENT, broker, row.log_dir or None)
     if row.kind == ONLINE:

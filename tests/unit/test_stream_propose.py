@@ -1,0 +1,202 @@
+"""Decisions to action records (streams/propose.py): the planners on a snapshot read back
+by reference, each action naming only what its trigger is about."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import msgspec
+
+from remediation.plan.disks import broker_usage, mean_ratio, over_limit
+from schemas.registry import validate
+from streams.detect import (
+    FIX_OFFLINE,
+    LOGDIR_EVENT,
+    METRIC,
+    MOVE_DIRS,
+    PAGE,
+    REBALANCE_LEADERS,
+    SNAPSHOT,
+    Decision,
+    SnapshotRef,
+)
+from streams.propose import Proposer, mark_offline
+from tests.unit.plan_snapshots import GIB, broker, doc, model, partition
+
+T0 = 1_800_000_000_000
+REF = SnapshotRef("selfheal.cluster-snapshots", 0, 42, T0)
+DIRS = ("/d1", "/d2")
+
+
+def cluster(offline: tuple[tuple[int, str], ...] = (), unknown_dirs: bool = False
+            ) -> dict[str, Any]:
+    """4 brokers on 4 racks, two dirs each; 8 partitions of RF 2, one of RF 1."""
+    bs = [broker(b, f"r{b}", DIRS) for b in range(4)]
+    ps = []
+    for i in range(8):
+        a, b = i % 4, (i + 1) % 4
+        ps.append(partition("t", i, [(a, DIRS[i % 2], GIB), (b, DIRS[(i + 1) % 2], GIB)]))
+    ps.append(partition("solo", 0, [(1, "/d2", GIB)]))
+    document = doc(bs, ps)
+    mark_offline(document, offline)
+    if unknown_dirs:  # as DescribeLogDirs reports a failed dir: its replicas' dir unknown
+        for p in document["partitions"]:
+            for r in p["replicas"]:
+                if (r["broker"], r["log_dir"]) in offline:
+                    r["log_dir"] = None
+    return document
+
+
+class Reads:
+    """The snapshot reader: serves one document, counts reads."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.raw = msgspec.json.encode(document)
+        self.calls = 0
+
+    def __call__(self, ref: SnapshotRef, cluster_id: str) -> bytes:
+        assert (ref, cluster_id) == (REF, "c1")
+        self.calls += 1
+        return self.raw
+
+
+def decision(type: str = FIX_OFFLINE, broker_id: int | None = 1, log_dir: str | None = "/d2",
+             offline: tuple[tuple[int, str], ...] = ((1, "/d2"),), **over: Any) -> Decision:
+    values: dict[str, Any] = dict(
+        type=type, cluster_id="c1", event_time=T0, trigger_kind=LOGDIR_EVENT,
+        broker=broker_id, log_dir=log_dir, snapshot=REF, offline_dirs=offline,
+        reason=f"log dir {log_dir} on broker {broker_id} is offline")
+    values.update(over)
+    return Decision(**values)
+
+
+def on_dir(document: dict[str, Any], b: int, path: str) -> set[tuple[str, int]]:
+    return {(p["topic"], p["partition"]) for p in document["partitions"]
+            for r in p["replicas"] if r["broker"] == b and r["log_dir"] == path}
+
+
+def named(action: Any) -> set[tuple[str, int]]:
+    plan = action.plan
+    return {(p["topic"], p["partition"]) for p in plan["partitions"] + plan["unrecoverable"]}
+
+
+def test_fix_names_exactly_the_partitions_on_the_failed_dir_and_moves_them_off_it():
+    document = cluster(offline=((1, "/d2"),))
+    fix, page = Proposer(Reads(document)).actions(decision(), "2026-11-22T04:00:00Z")
+    validate("action", fix.to_dict())
+    assert fix.type == FIX_OFFLINE and named(fix) == on_dir(cluster(), 1, "/d2")
+    for target in fix.plan["partitions"]:
+        assert 1 not in target["replicas"] and len(target["replicas"]) == 2
+    assert [u["topic"] for u in fix.plan["unrecoverable"]] == ["solo"]
+    assert (fix.trigger.kind, fix.trigger.broker, fix.trigger.log_dir) == (
+        LOGDIR_EVENT, 1, "/d2")
+    assert fix.event_time == "2027-01-15T08:00:00.000Z"
+    assert fix.summary.bytes == GIB * len(fix.plan["partitions"])
+    # The RF-1 partition lost its only copy: that is for a person.
+    assert page.type == PAGE and "solo-0" in page.plan["message"]
+    assert page.plan["brokers"] == [1] and page.plan["log_dirs"] == ["/d2"]
+
+
+def test_a_snapshot_from_before_the_failure_plans_the_same_once_the_dir_is_marked():
+    before = Proposer(Reads(cluster())).actions(decision(), "2026-11-22T04:00:00Z")
+    after = Proposer(Reads(cluster(offline=((1, "/d2"),)))).actions(
+        decision(), "2026-11-22T04:00:00Z")
+    assert [a.action_id for a in before] == [a.action_id for a in after]
+
+
+def test_replicas_whose_dir_is_unknown_on_the_broker_count_as_on_the_failed_dir():
+    document = cluster(offline=((1, "/d2"),), unknown_dirs=True)
+    fix, _ = Proposer(Reads(document)).actions(decision())
+    assert named(fix) == on_dir(cluster(), 1, "/d2")
+
+
+def test_with_two_failed_dirs_each_action_names_only_its_own():
+    offline = ((1, "/d2"), (2, "/d1"))
+    document = cluster(offline=offline)
+    reads = Reads(document)
+    proposer = Proposer(reads)
+    fix, page = proposer.actions(decision(broker_id=2, log_dir="/d1", offline=offline))
+    assert named(fix) == on_dir(cluster(), 2, "/d1")
+    # t-1 had its two replicas on the two failed dirs: nothing left to copy from.
+    assert "t-1" in page.plan["message"] and "no online replica" in page.plan["message"]
+    first = proposer.actions(decision(offline=offline))
+    assert named(first[0]) == on_dir(cluster(), 1, "/d2")
+    assert reads.calls == 1  # one read for both decisions
+
+
+def test_the_same_decision_twice_proposes_the_same_action_ids():
+    proposer = Proposer(Reads(cluster()))
+    one = proposer.actions(decision(), "2026-11-22T04:00:00Z")
+    two = Proposer(Reads(cluster())).actions(decision(), "2026-11-22T04:09:00Z")
+    assert [a.action_id for a in one] == [a.action_id for a in two]
+
+
+def test_an_empty_failed_dir_proposes_nothing():
+    document = doc([broker(0, "r0", DIRS), broker(1, "r1", DIRS)],
+                   [partition("t", 0, [(0, "/d1", 1), (1, "/d1", 1)])])
+    assert Proposer(Reads(document)).actions(decision()) == []
+
+
+def skewed() -> dict[str, Any]:
+    bs = [broker(0, "r0", DIRS), broker(1, "r1", DIRS)]
+    ps = [partition("big", i, [(0, "/d1", 10 * GIB)]) for i in range(6)]
+    ps += [partition("small", i, [(0, "/d2", GIB), (1, "/d1", GIB)]) for i in range(2)]
+    ps += [partition("other", i, [(1, DIRS[i % 2], GIB)]) for i in range(2)]
+    return doc(bs, ps)
+
+
+def test_move_dirs_moves_only_on_the_skewed_broker_and_brings_it_under_the_threshold():
+    document = skewed()
+    d = decision(MOVE_DIRS, 0, None, (), trigger_kind=SNAPSHOT, reason="broker 0 is skewed")
+    (move,) = Proposer(Reads(document), 1.10).actions(d)
+    validate("action", move.to_dict())
+    assert move.type == MOVE_DIRS and move.plan["partitions"]
+    before = model(document)
+    after = copy.deepcopy(document)
+    targets = {(p["topic"], p["partition"]): p for p in move.plan["partitions"]}
+    for p in after["partitions"]:
+        target = targets.get((p["topic"], p["partition"]))
+        if target is None:
+            continue
+        assert target["replicas"] == [r["broker"] for r in p["replicas"]]
+        for r, path in zip(p["replicas"], target["log_dirs"], strict=True):
+            if r["broker"] == 0:
+                r["log_dir"] = path
+            else:
+                assert path == "any"
+    dirs = broker_usage(model(after), 0)
+    mean = mean_ratio(dirs)
+    assert not any(over_limit(x.used, 1.10 * mean * x.capacity) for x in dirs)
+    assert max(x.ratio for x in broker_usage(before, 0)) > 1.10 * mean
+    assert move.summary.bytes == sum(10 * GIB for p in move.plan["partitions"])
+
+
+def test_leader_imbalance_proposes_a_reorder_and_election():
+    bs = [broker(b, f"r{b}", DIRS) for b in range(3)]
+    ps = [partition("t", i, [0, 1 + i % 2], leader=0) for i in range(6)]
+    d = decision(REBALANCE_LEADERS, None, None, (), trigger_kind=SNAPSHOT,
+                 reason="broker 0 leads 6 partitions; its fair share is 2.0")
+    (action,) = Proposer(Reads(doc(bs, ps))).actions(d)
+    validate("action", action.to_dict())
+    assert action.plan["election"]["partitions"] and action.summary.bytes == 0
+    assert action.reason.startswith("broker 0 leads 6 partitions")
+
+
+def test_a_page_needs_no_snapshot():
+    d = decision(PAGE, 0, "/d1", ((0, "/d1"), (0, "/d2"), (1, "/d2")), trigger_kind=METRIC,
+                 snapshot=None, reason="every log dir of broker 0 is offline")
+
+    def unread(ref: SnapshotRef, cluster_id: str) -> bytes:
+        raise AssertionError("a page reads no snapshot")
+
+    (page,) = Proposer(unread).actions(d)
+    assert page.plan == {"message": "every log dir of broker 0 is offline", "brokers": [0],
+                         "log_dirs": ["/d1", "/d2"]}
+
+
+def test_a_snapshot_the_planner_cannot_read_becomes_a_page_not_a_crash():
+    broken = {**cluster(), "partitions": [partition("t", 0, [9])]}
+    (page,) = Proposer(Reads(broken)).actions(decision())
+    assert page.type == PAGE and "no plan could be made" in page.plan["message"]
+    assert "broker 9 is not in brokers" in page.plan["message"]

@@ -1,0 +1,133 @@
+"""Kafka rows to signals and dead letters (streams/signals.py) and through the stateful
+step (streams/stateful.py), on frames shaped as Spark hands them over."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from schemas.registry import validate
+from streams.detect import FIX_OFFLINE, PAGE, Decision, DetectSettings, SnapshotFacts
+from streams.facts import FactLimits
+from streams.signals import FAILURE, GONE, ONLINE, REJECT, SNAPSHOT, to_signals
+from streams.stateful import DEAD_LETTER, DECISION, detect_group
+from tests.unit.test_stream_validate import EVENT, METRIC
+from tests.unit.test_stream_validate import SNAPSHOT as SNAPSHOT_DOC
+
+TOPICS = {"m": "broker-metric", "e": "logdir-event", "s": "cluster-snapshot"}
+
+
+def kafka_frame(*records: tuple[str, Any]) -> pd.DataFrame:
+    """(topic, value) pairs as Spark's Kafka source rows; dict values are JSON-encoded."""
+    rows = []
+    for offset, (topic, value) in enumerate(records):
+        raw = json.dumps(value).encode() if isinstance(value, (dict, list)) else value
+        rows.append({"topic": topic, "partition": 0, "offset": offset,
+                     "timestamp": pd.Timestamp("2026-11-22T04:00:00"), "value": raw})
+    return pd.DataFrame(rows)
+
+
+def signals(*records: tuple[str, Any]) -> pd.DataFrame:
+    (out,) = to_signals(iter([kafka_frame(*records)]), TOPICS, FactLimits())
+    return out
+
+
+def metric(name: str, value: float, **labels: str) -> dict[str, Any]:
+    return {**METRIC, "metric": name, "value": value, "labels": labels}
+
+
+def test_only_what_detection_reads_goes_on():
+    out = signals(
+        ("m", metric("kafka_log_size", 4096, topic="t", partition="0")),
+        ("m", metric("kafka_log_log_directory_offline", 1, log_dir="/d2")),
+        ("m", metric("kafka_log_log_directory_offline", 0, log_dir="/d1")),
+        ("m", metric("kafka_log_offline_log_directory_count", 2)),
+        ("m", metric("kafka_log_offline_log_directory_count", 0)),
+        ("e", EVENT),
+        ("e", {**EVENT, "kind": "broker_deregistered", "broker": 3}),
+        ("e", {**EVENT, "kind": "broker_registered", "broker": 3}),
+    )
+    got = [(r.kind, None if pd.isna(r.broker) else int(r.broker), r.log_dir, r.source)
+           for r in out.itertuples()]
+    assert got == [(FAILURE, 1, "/d2", "metric"), (ONLINE, 1, "/d1", "metric"),
+                   (FAILURE, 1, None, "metric"), (FAILURE, None, None, "logdir_event"),
+                   (GONE, 3, None, "logdir_event")]
+    assert set(out["key"]) == {"c1"}
+    assert out["event_ts"].iloc[0] == pd.Timestamp("2026-11-22T03:50:54.123Z")
+
+
+def test_a_snapshot_becomes_its_facts_with_its_coordinates():
+    out = signals(("m", metric("kafka_log_size", 1, topic="t", partition="0")),
+                  ("s", SNAPSHOT_DOC))
+    (row,) = out.itertuples()
+    assert (row.kind, row.key, row.topic, row.partition, row.offset) == (
+        SNAPSHOT, "c1", "s", 0, 1)
+    assert SnapshotFacts.from_json(row.body).dirs == {0: {"/d1": True}}
+
+
+def test_every_bad_record_becomes_a_valid_dead_letter_with_its_origin():
+    out = signals(("m", b"\xff\xfe garbage"), ("m", None), ("e", {**EVENT, "broker": -4}),
+                  ("s", {**SNAPSHOT_DOC, "brokers": "none"}), ("m", [1]))
+    assert list(out["kind"]) == [REJECT] * 5 and set(out["key"]) == {""}
+    letters = sorted((json.loads(body) for body in out["body"]),
+                     key=lambda letter: letter["source_offset"])
+    for offset, letter in enumerate(letters):
+        validate("dead-letter", letter)
+        assert letter["source_partition"] == 0 and letter["source_offset"] == offset
+    assert letters[0]["raw"] == "\ufffd\ufffd garbage" and letters[0]["cluster_id"] is None
+    assert letters[0]["reason"].startswith("$: not JSON")
+    assert letters[1]["reason"].startswith("$: empty value")
+    assert letters[2]["reason"].startswith("broker: -4 is less than the minimum of 0")
+    assert letters[2]["cluster_id"] == "c1" and letters[2]["source_topic"] == "e"
+    assert letters[3]["reason"].startswith("brokers: expected array, got string")
+    assert letters[3]["reason"].endswith("(suite cluster-snapshot)")
+
+
+def test_a_topic_the_job_does_not_know_is_an_error_not_a_silent_drop():
+    with pytest.raises(ValueError, match="does not know"):
+        signals(("other", METRIC))
+
+
+class FakeState:
+    """The part of pyspark's GroupState the step uses."""
+
+    def __init__(self) -> None:
+        self.value: tuple[str] | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self.value is not None
+
+    @property
+    def get(self) -> tuple[str]:
+        assert self.value is not None
+        return self.value
+
+    def update(self, value: tuple[str]) -> None:
+        self.value = value
+
+    def getCurrentWatermarkMs(self) -> int:  # noqa: N802 (pyspark's name)
+        return 0
+
+
+def test_the_stateful_step_keeps_state_per_cluster_and_passes_dead_letters_through():
+    step = detect_group(DetectSettings())
+    state = FakeState()
+    failed = {**SNAPSHOT_DOC, "taken_at": "2026-11-22T03:51:00Z",
+              "brokers": [{"id": 0, "rack": "r1", "alive": True,
+                           "log_dirs": [{"path": "/d1", "online": False}]}]}
+    first = signals(("s", SNAPSHOT_DOC))
+    (out,) = step(("c1",), iter([first]), state)
+    assert out.empty and state.exists
+    (out,) = step(("c1",), iter([signals(("e", EVENT), ("s", failed))]), state)
+    decisions = [Decision.from_json(b) for k, b in zip(out["kind"], out["body"], strict=True)
+                 if k == DECISION]
+    # Broker 0's only dir failed: a fix for its replicas, and a page for the broker.
+    assert sorted((d.type, d.broker, d.log_dir) for d in decisions) == [
+        (FIX_OFFLINE, 0, "/d1"), (PAGE, 0, "/d1")]
+    rejects = signals(("m", b"nope"))
+    (out,) = step(("",), iter([rejects]), FakeState())
+    assert list(out["kind"]) == [DEAD_LETTER] and out["body"][0] == rejects["body"][0]
