@@ -136,6 +136,7 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             raise _error(400, "Content-Length is not a number") from None
         if length > MAX_BODY:
+            self.close_connection = True  # the body stays unread: this connection is done
             raise _error(413, f"request body over {MAX_BODY} bytes")
         return self.rfile.read(length) if length > 0 else b""
 

@@ -1,0 +1,159 @@
+"""Live checks: what is refused, what is stale, how far a move is, and what verifies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from remediation.executor.actions import Action, parse_action
+from remediation.executor.checks import (
+    LiveView,
+    Reassigning,
+    applies,
+    dir_moves,
+    problems,
+    status,
+    verify,
+)
+from tests.unit.action_records import with_id
+from tests.unit.plan_snapshots import GIB, broker, doc, model, partition
+
+DIRS = ("/d1", "/d2")
+OFF = {"path": "/d2", "online": False}
+
+
+def cluster(*partitions: dict[str, Any], dead: int | None = None,
+            offline: tuple[int, ...] = ()) -> LiveView:
+    """Brokers 1-4 on racks r1-r4 with dirs /d1, /d2; `offline` brokers lost /d2."""
+    brokers = [broker(b, f"r{b}", ("/d1", OFF) if b in offline else DIRS, alive=b != dead)
+               for b in (1, 2, 3, 4)]
+    return LiveView(model(doc(brokers, list(partitions))))
+
+
+def action(type_: str, plan: dict[str, Any], cluster_id: str = "test") -> Action:
+    return parse_action(with_id({
+        "version": 1, "cluster_id": cluster_id, "action_id": "", "type": type_,
+        "created_at": "2026-11-22T03:00:00Z", "event_time": "2026-11-22T03:00:00Z",
+        "reason": "test", "trigger": {"kind": "manual"}, "plan": plan,
+        "summary": {"partitions": 1, "bytes": 0, "brokers": []}}))
+
+
+def fix(replicas: list[int], dirs: list[str] | None = None) -> Action:
+    target: dict[str, Any] = {"topic": "t", "partition": 0, "replicas": replicas}
+    if dirs is not None:
+        target["log_dirs"] = dirs
+    return action("fix_offline_replicas", {"version": 1, "partitions": [target]})
+
+
+def leaders(replicas: list[int]) -> Action:
+    return action("rebalance_leaders", {
+        "reassignment": {"version": 1, "partitions": [
+            {"topic": "t", "partition": 0, "replicas": replicas}]},
+        "election": {"partitions": [{"topic": "t", "partition": 0}]}})
+
+
+def move(broker_id: int, path: str, replicas: list[int]) -> Action:
+    dirs = [path if b == broker_id else "any" for b in replicas]
+    return action("move_replica_dirs", {"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": replicas, "log_dirs": dirs}]})
+
+
+# A partition on brokers 1 and 3 whose replica on broker 3 sat on its failed dir /d2.
+BROKEN = partition("t", 0, [(1, "/d1", GIB), (3, "/d2", GIB)], leader=1, isr=[1])
+
+
+def test_a_plan_for_another_cluster_or_unknown_brokers_and_dirs_is_refused() -> None:
+    view = cluster(BROKEN, offline=(3,))
+    assert problems(fix([1, 4]), view) == []
+    assert problems(action("fix_offline_replicas", fix([1, 4]).plan, "other"), view) == [
+        "the action is for cluster 'other'; this executor serves 'test'"]
+    assert problems(fix([1, 9]), view) == [
+        "the plan names broker 9, which cluster test does not have (its brokers: 1, 2, 3, 4)"]
+    assert problems(fix([1, 4], ["any", "/d7"]), view) == [
+        "the plan puts t-0 on broker 4 in /d7, which is not one of its log dirs (/d1, /d2)"]
+
+
+def test_a_fix_applies_while_the_replica_it_replaces_is_offline() -> None:
+    verdict = applies(fix([1, 4], ["any", "/d2"]), cluster(BROKEN, offline=(3,)))
+    assert verdict.applies and "1 of 1 partitions" in verdict.reason
+
+
+def test_a_fix_is_stale_once_healed_or_moved_or_raced() -> None:
+    healed = applies(fix([1, 4]), cluster(BROKEN))
+    assert not healed.applies and "t-0 has no offline replica any more" in healed.reason
+    done = applies(fix([1, 4]), cluster(partition("t", 0, [1, 4])))
+    assert not done.applies and "already in the plan's target state" in done.reason
+    moved = applies(fix([1, 4]), cluster(partition("t", 0, [(2, "/d1", GIB), (3, "/d2", GIB)]),
+                                         offline=(3,)))
+    assert "drops the replica of t-0 on broker 2, which is online now" in moved.reason
+    raced = LiveView(cluster(BROKEN, offline=(3,)).model,
+                     reassigning={("t", 0): Reassigning((1, 3, 2), (2,), (3,))})
+    assert "a reassignment of t-0 is already in progress (adding [2], removing [3])" in \
+        applies(fix([1, 4]), raced).reason
+    gone = applies(fix([1, 4]), cluster(partition("u", 0, [1, 2])))
+    assert "t-0 no longer exists" in gone.reason
+
+
+def test_a_fix_onto_a_broker_that_cannot_take_it_is_stale() -> None:
+    down = applies(fix([1, 4]), cluster(BROKEN, offline=(3,), dead=4))
+    assert "broker 4, which the plan copies t-0 to, is down" in down.reason
+    bad_dir = applies(fix([1, 4], ["any", "/d2"]), cluster(BROKEN, offline=(3, 4)))
+    assert "log dir /d2 on broker 4, which the plan puts t-0 in, is offline" in bad_dir.reason
+    assert applies(fix([1, 4], ["any", "/d1"]), cluster(BROKEN, offline=(3, 4))).applies
+
+
+def test_leader_plans_need_the_same_replicas_and_an_electable_leader() -> None:
+    assert applies(leaders([2, 1, 3]), cluster(partition("t", 0, [1, 2, 3]))).applies
+    changed = applies(leaders([2, 1, 3]), cluster(partition("t", 0, [1, 2, 4])))
+    assert "the replicas of t-0 changed to [1, 2, 4]" in changed.reason
+    behind = applies(leaders([2, 1, 3]), cluster(partition("t", 0, [1, 2, 3], isr=[1, 3])))
+    assert "broker 2 is not in the ISR of t-0" in behind.reason
+    done = applies(leaders([2, 1, 3]), cluster(partition("t", 0, [2, 1, 3])))
+    assert not done.applies and "already in the plan's target state" in done.reason
+
+
+def test_dir_moves_are_refused_on_a_broker_with_an_offline_dir() -> None:
+    on = partition("t", 0, [(1, "/d1", GIB), (2, "/d1", GIB)])
+    assert applies(move(1, "/d2", [1, 2]), cluster(on)).applies
+    refused = applies(move(1, "/d2", [1, 2]), cluster(on, offline=(1,)))
+    assert "broker 1 has an offline log dir; intra-broker moves are refused" in refused.reason
+    there = applies(move(1, "/d1", [1, 2]), cluster(on))
+    assert "already in the plan's target state" in there.reason
+    racing = LiveView(cluster(on).model, future={("t", 0, 1): "/d2"})
+    assert "already being moved to /d2" in applies(move(1, "/d2", [1, 2]), racing).reason
+
+
+def test_status_sorts_partitions_by_progress() -> None:
+    two = action("fix_offline_replicas", {"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [1, 4]},
+        {"topic": "t", "partition": 1, "replicas": [1, 4]},
+        {"topic": "t", "partition": 2, "replicas": [1, 4]}]})
+    view = LiveView(cluster(partition("t", 0, [1, 4]), partition("t", 1, [1, 3, 4]),
+                            partition("t", 2, [1, 3])).model,
+                    reassigning={("t", 1): Reassigning((1, 3, 4), (4,), (3,))})
+    st = status(two, view)
+    assert st.done == ("t-0: replicas [1, 4]",)
+    assert st.in_flight == ("t-1: adding [4], removing [3]",)
+    assert st.not_started == ("t-2: replicas [1, 3], target [1, 4], no reassignment in flight",)
+    assert not st.finished
+
+
+def test_dir_moves_name_only_replicas_not_yet_in_place() -> None:
+    on = cluster(partition("t", 0, [(1, "/d1", GIB), (2, "/d1", GIB)]))
+    assert dir_moves(move(1, "/d2", [1, 2]), on) == {("t", 0, 1): "/d2"}
+    assert dir_moves(move(1, "/d1", [1, 2]), on) == {}
+    moving = LiveView(on.model, future={("t", 0, 1): "/d2"})
+    assert dir_moves(move(1, "/d2", [1, 2]), moving) == {}
+    assert status(move(1, "/d2", [1, 2]), moving).in_flight == ("t-0: broker 1 -> /d2",)
+
+
+def test_verify_wants_the_target_replicas_all_in_sync_and_in_their_dirs() -> None:
+    target = fix([1, 4], ["any", "/d2"])
+    good = cluster(partition("t", 0, [(1, "/d1", GIB), (4, "/d2", GIB)]))
+    assert verify(target, good) == []
+    lagging = cluster(partition("t", 0, [(1, "/d1", GIB), (4, "/d2", GIB)], isr=[1]))
+    assert verify(target, lagging) == ["t-0: brokers [4] are not in the ISR yet"]
+    elsewhere = cluster(partition("t", 0, [(1, "/d1", GIB), (4, "/d1", GIB)]))
+    assert verify(target, elsewhere) == ["t-0 on broker 4 is in /d1, the plan says /d2"]
+    unled = cluster(partition("t", 0, [2, 1, 3], leader=1))
+    assert verify(leaders([2, 1, 3]), unled) == [
+        "t-0 is led by broker 1, the plan wants 2"]
