@@ -138,3 +138,47 @@ def test_a_plan_already_carried_out_by_hand_is_superseded_and_changes_nothing(
         assert done["attempts"] == 0
         time.sleep(1)
         assert traffic.partitions(state, topic)[0] == before
+
+
+def test_a_finished_action_reopens_only_when_the_problem_is_back(sandbox: SandboxState,
+                                                                 tmp_path: Path) -> None:
+    from kafka import TopicPartition
+    from kafka.admin import NewTopic
+
+    state = sandbox
+    topic = f"serve-again-{int(time.time())}"
+    with kafka_admin(state) as admin:
+        admin.create_topics([NewTopic(topic, num_partitions=-1, replication_factor=-1,
+                                      replica_assignments={0: [0, 1, 2]})])
+    wait_until(lambda: traffic.leader_of(state, topic, 0) == 0, "the topic led by broker 0")
+    plan = {"reassignment": {"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [1, 0, 2]}]},
+        "election": {"partitions": [{"topic": topic, "partition": 0}]}}
+    with bench(state, tmp_path, '[actions]\nrebalance_leaders = "auto"\n') as b:
+        serve = b.serve()
+        action = b.action("rebalance_leaders", plan, "broker 1 should lead")
+        aid = b.propose(action)
+        serve.wait_state(aid, {"succeeded"})
+        assert traffic.leader_of(state, topic, 0) == 1
+
+        b.propose(action)  # a replay while the cluster is as planned: nothing happens
+        shown = wait_until(lambda: (s := serve.action(aid)) and s["audit"][-1]["reason"]
+                           .startswith("not re-opened") and s, "the replay noted", 30)
+        assert "already in the plan's target state" in shown["audit"][-1]["reason"]
+        assert shown["state"] == "succeeded" and shown["attempts"] == 1
+
+        with open_admin(state.bootstrap_servers) as admin:  # the problem comes back
+            admin.alter_partition_reassignments({TopicPartition(topic, 0): [0, 1, 2]})
+            wait_until(lambda: traffic.partitions(state, topic)[0]["replica_nodes"]
+                       == [0, 1, 2], "the old order back")
+            admin.elect_leaders(0, {topic: [0]}, raise_errors=False)
+        wait_until(lambda: traffic.leader_of(state, topic, 0) == 0, "broker 0 leading again")
+
+        b.propose(action)
+        again = wait_until(lambda: (s := serve.action(aid)) and s["attempts"] == 2
+                           and s["state"] == "succeeded" and s, "the second attempt", 60)
+        reopened = [a for a in again["audit"] if a["from"] == "succeeded"
+                    and a["to"] == "proposed"]
+        assert len(reopened) == 1 and "re-proposed, the problem is back (attempt 2" in \
+            reopened[0]["reason"]
+        assert traffic.leader_of(state, topic, 0) == 1
