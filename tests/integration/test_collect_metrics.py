@@ -40,7 +40,7 @@ def test_samples_cover_every_broker_and_dir_validate_and_are_keyed_by_broker(san
         collector.wait_for_metric("selfheal_collect_records_produced_total",
                                   lambda v: v > 0, topic=TOPIC, collector="metrics")
         metrics_text = collector.own_metrics()
-        assert collector.stop() == 0
+        assert collector.stop() == 0, collector.text()
         assert "producer flushed" in collector.text()
     records = _records(reader.messages)  # every record parses and validates
     racks = {b.node_id: b.rack for b in sandbox.brokers}
@@ -81,7 +81,7 @@ def test_a_failed_dir_reads_1_until_the_disk_is_replaced(sandbox):
         mark = len(reader.messages)
         reader.wait_for(lambda ms: _offline_samples(ms[mark:]).get((broker, path)) == 0.0,
                         what=f"healthy sample for {path} after the disk was replaced")
-        assert collector.stop() == 0
+        assert collector.stop() == 0, collector.text()
 
 
 def test_a_dead_exporter_is_reported_and_backed_off_while_the_others_are_scraped(sandbox):
@@ -99,7 +99,7 @@ def test_a_dead_exporter_is_reported_and_backed_off_while_the_others_are_scraped
         reader.wait_for(lambda ms: {json.loads(m.value)["broker"] for m in ms[mark:]} == live,
                         what="fresh samples from every live broker")
         metrics_text = collector.own_metrics()
-        assert collector.stop() == 0
+        assert collector.stop() == 0, collector.text()
     assert sample_value(metrics_text, "selfheal_collect_target_up", target=dead) == 0.0
     assert sample_value(metrics_text, "selfheal_collect_errors_total",
                         reason="unreachable") >= 3
