@@ -102,6 +102,8 @@ def notification_event(cluster_id: str, notification: LogDirNotification,
                        path: str = NOTIFICATION_PATH,
                        event_time: str | None = None) -> LogDirEvent:
     """The record for one /log_dir_event_notification child (or an unseen one)."""
+    znode: str | None
+    details: str | None
     if notification.name is None:
         znode = None
         details = ("a notification was created and deleted while the watcher was away "

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from schemas.records import METRICS, BrokerMetric
+from schemas.registry import RecordError, dumps
 
 _KEPT = frozenset(METRICS)
 
@@ -57,3 +59,37 @@ def parse_exporter_text(text: str, cluster_id: str, broker: int, rack: str | Non
                 labels={str(k): str(v) for k, v in sample.labels.items()},
             ))
     return out
+
+
+def wire_dict(record: BrokerMetric) -> dict[str, Any]:
+    """``record.to_dict()`` written out for this one type: the generic walk costs 50 us a
+    record, most of a big scrape's encoding time (a unit test holds the two equal)."""
+    return {
+        "version": record.version, "cluster_id": record.cluster_id,
+        "event_time": record.event_time, "broker": record.broker, "rack": record.rack,
+        "metric": record.metric, "labels": record.labels, "value": record.value,
+    }
+
+
+def wire_values(records: list[BrokerMetric]
+                ) -> tuple[list[bytes], list[tuple[BrokerMetric, RecordError]]]:
+    """The Kafka values of ``records``, and the records that broke the schema.
+
+    The first record of each metric is validated; the rest differ from it only in value
+    and labels, which the parser has checked, so they skip the jsonschema pass (about
+    90 us a record, which a broker with 10,000 partitions would pay every scrape).
+    """
+    checked: set[str] = set()
+    values: list[bytes] = []
+    bad: list[tuple[BrokerMetric, RecordError]] = []
+    for record in records:
+        if record.metric in checked:
+            values.append(dumps(wire_dict(record)))
+            continue
+        try:
+            values.append(record.to_json())
+        except RecordError as exc:
+            bad.append((record, exc))
+            continue
+        checked.add(record.metric)
+    return values, bad

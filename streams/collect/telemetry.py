@@ -22,7 +22,6 @@ class Telemetry:
 
         self.collector = collector
         self.registry = CollectorRegistry(auto_describe=True)
-        labels = {"labelnames": ["collector"], "registry": self.registry}
         self.scrapes = Counter(
             "selfheal_collect_scrapes", "Rounds of work (an exporter scrape, a ZooKeeper "
             "re-read, a snapshot or probe), by result", ["collector", "result"],
@@ -35,10 +34,10 @@ class Telemetry:
             registry=self.registry)
         self.last_success = Gauge(
             "selfheal_collect_last_success_timestamp_seconds",
-            "Unix time of the last successful round", **labels)
+            "Unix time of the last successful round", ["collector"], registry=self.registry)
         self.duration = Histogram(
             "selfheal_collect_scrape_duration_seconds", "How long one round took",
-            buckets=_DURATION_BUCKETS, **labels)
+            ["collector"], registry=self.registry, buckets=_DURATION_BUCKETS)
         self.target_up = Gauge(
             "selfheal_collect_target_up", "1 while the last attempt on this target worked",
             ["collector", "target"], registry=self.registry)

@@ -68,8 +68,8 @@ class ZkCollector:
 
     def connect(self) -> Any:
         """Start a session (kazoo then keeps it up, reconnecting with backoff)."""
-        from kazoo.client import KazooClient
-        from kazoo.retry import KazooRetry
+        from kazoo.client import KazooClient  # type: ignore[import-untyped]
+        from kazoo.retry import KazooRetry  # type: ignore[import-untyped]
 
         collect = self.run.config.collect
         retry = KazooRetry(max_tries=-1, delay=collect.backoff_initial_seconds, backoff=2,

@@ -6,7 +6,12 @@ import pytest
 
 from schemas.records import BrokerMetric
 from schemas.registry import validate
-from streams.collect.exporter import ExporterFormatError, parse_exporter_text
+from streams.collect.exporter import (
+    ExporterFormatError,
+    parse_exporter_text,
+    wire_dict,
+    wire_values,
+)
 
 # Trimmed from a real sandbox broker's /metrics (jmx_prometheus_javaagent 1.0.1 with the
 # rules of sandbox/jmx-exporter.yml): JVM and exporter self-metrics around the Kafka ones.
@@ -88,3 +93,20 @@ def test_text_that_is_not_the_prometheus_format_is_an_error():
 def test_an_exporter_without_kafka_metrics_gives_nothing_and_rejects_nothing():
     scrape = parse("# TYPE jvm_threads_current gauge\njvm_threads_current 42.0\n")
     assert (scrape.records, scrape.rejected) == ([], [])
+
+
+def test_wire_values_are_the_records_json_and_schema_breakers_are_set_aside():
+    records = parse().records
+    values, bad = wire_values(records)
+    assert bad == []
+    assert [BrokerMetric.from_json(v) for v in values] == records
+    broken = parse_exporter_text(SCRAPE, "", 2, "rack3", NOW).records  # empty cluster id
+    values, bad = wire_values(broken)
+    assert values == []
+    assert [r for r, _ in bad] == broken
+    assert all(e.path == "cluster_id" for _, e in bad)
+
+
+def test_the_fast_wire_dict_is_exactly_the_generic_one():
+    for record in parse().records + parse(rack=None).records:
+        assert list(wire_dict(record).items()) == list(record.to_dict().items())
