@@ -136,3 +136,39 @@ class CollectorRun:
 def _describe(exc: BaseException) -> str:
     text = str(exc) or "no message"
     return f"{type(exc).__name__}: {text}"
+
+
+class Periodic:
+    """A step done every ``every`` seconds; after a failure, again after a backoff delay.
+
+    ``due`` is a `time.monotonic()` time; set it to now to have the step run at once.
+    """
+
+    def __init__(self, run: CollectorRun, what: str, every: float, hint: str,
+                 first_in: float = 0.0) -> None:
+        self.run = run
+        self.what = what
+        self.every = every
+        self.hint = hint
+        self.due = time.monotonic() + first_in
+        self._backoff = run.backoff()
+
+    def is_due(self, now: float) -> bool:
+        return now >= self.due
+
+    def attempt(self, action: Callable[[], T]) -> tuple[bool, T | None]:
+        """Run ``action`` and reschedule; (True, its result), or (False, None) after
+        counting and reporting the failure."""
+        started = time.monotonic()
+        try:
+            result = action()
+        except Exception as exc:
+            delay = self._backoff.failure()
+            self.due = time.monotonic() + delay
+            self.run.telemetry.failed("unreachable", time.monotonic() - started)
+            self.run.log(f"ERROR {self.what} failed: {_describe(exc)}; {self.hint}; "
+                         f"retrying in {delay:.1f} s")
+            return False, None
+        self._backoff.success()
+        self.due = time.monotonic() + self.every
+        return True, result

@@ -23,6 +23,7 @@ start begins with a full snapshot anyway. The collector skips its own events (th
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -35,7 +36,7 @@ from streams.collect.events import (
     change_event,
     view_changes,
 )
-from streams.collect.runner import CollectError, CollectorRun
+from streams.collect.runner import CollectError, CollectorRun, Periodic
 from streams.collect.sink import ORIGIN_HEADER, RecordSink, record_key
 
 ASSIGN_TIMEOUT_SECONDS = 30.0
@@ -158,8 +159,9 @@ class SnapshotCollector:
                 continue  # down or unreachable: its dirs keep what was last seen
             dirs = broker_dirs(reply).dirs
             answered[broker] = [path for path, info in dirs.items() if not info["online"]]
-        self.run.telemetry.duration.labels(self.run.name).observe(time.monotonic() - started)
-        return self.observe(sink, alive, answered)
+        changed = self.observe(sink, alive, answered)
+        self.run.telemetry.succeeded(time.monotonic() - started)
+        return changed
 
     def observe(self, sink: RecordSink, alive: Iterable[int],
                 answered: Mapping[int, Iterable[str]]) -> bool:
@@ -252,39 +254,23 @@ def run_snapshots(run: CollectorRun, interval: float, probe_interval: float) -> 
 def _loop(run: CollectorRun, collector: SnapshotCollector, sink: RecordSink, events: Any,
           interval: float, probe_interval: float) -> None:
     coalescer = Coalescer(run.config.collect.event_coalesce_seconds)
-    snapshot_backoff, probe_backoff = run.backoff(), run.backoff()
-    next_snapshot = time.monotonic()
-    next_probe = next_snapshot + probe_interval
+    snapshots = Periodic(run, "snapshot", interval, _HINT)
+    probes = Periodic(run, "log-dir probe", probe_interval, _HINT, first_in=probe_interval)
     first = True
     while not run.stop.is_set():
         now = time.monotonic()
-        if coalescer.due(now) or now >= next_snapshot:
+        if coalescer.due(now) or snapshots.is_due(now):
             if coalescer.due(now):
                 reason = coalescer.take()
             else:
                 reason = "start-up" if first else "interval"
             first = False
-            try:
-                collector.snapshot(sink, reason)
-                snapshot_backoff.success()
-                next_snapshot = time.monotonic() + interval
-            except Exception as exc:
-                delay = snapshot_backoff.failure()
-                next_snapshot = time.monotonic() + delay
-                run.telemetry.failed("unreachable")
-                run.log(f"ERROR snapshot failed: {exc}; {_HINT}; retrying in {delay:.1f} s")
-        if now >= next_probe:
-            try:
-                if collector.probe(sink):
-                    coalescer.note(time.monotonic(), "the probe saw a change", wait=False)
-                probe_backoff.success()
-                next_probe = time.monotonic() + probe_interval
-            except Exception as exc:
-                delay = probe_backoff.failure()
-                next_probe = time.monotonic() + delay
-                run.telemetry.error("probe")
-                run.log(f"ERROR log-dir probe failed: {exc}; retrying in {delay:.1f} s")
-        wake = min(next_snapshot, next_probe, coalescer.due_at or float("inf"))
+            snapshots.attempt(functools.partial(collector.snapshot, sink, reason))
+        if probes.is_due(now):
+            _ok, changed = probes.attempt(lambda: collector.probe(sink))
+            if changed:
+                coalescer.note(time.monotonic(), "the probe saw a change", wait=False)
+        wake = min(snapshots.due, probes.due, coalescer.due_at or float("inf"))
         for msg in events.consume(num_messages=100,
                                   timeout=min(0.5, max(0.0, wake - time.monotonic()))):
             why = collector.is_trigger(msg, sink)

@@ -20,7 +20,7 @@ from schemas.records import LogDirEvent
 from streams.collect.broker_watch import BROKERS_PATH, BrokerRegistrationWatcher
 from streams.collect.events import REGISTERED, Change, change_event, notification_event
 from streams.collect.logdir_watch import NOTIFICATION_PATH, LogDirNotificationWatcher
-from streams.collect.runner import CollectError, CollectorRun
+from streams.collect.runner import CollectError, CollectorRun, Periodic
 from streams.collect.sink import RecordSink, record_key
 
 SESSION_TIMEOUT_SECONDS = 10.0
@@ -164,8 +164,8 @@ def run_zk(run: CollectorRun, interval: float) -> int:
 
 
 def _loop(run: CollectorRun, collector: ZkCollector, sink: RecordSink) -> None:
-    backoff = run.backoff()
-    next_read = time.monotonic() + collector.interval
+    rereads = Periodic(run, "re-reading ZooKeeper", collector.interval, _HINT,
+                       first_in=collector.interval)
     while not run.stop.is_set():
         try:
             kind, item = collector.inbox.get(timeout=0.2)
@@ -173,22 +173,10 @@ def _loop(run: CollectorRun, collector: ZkCollector, sink: RecordSink) -> None:
         except queue.Empty:
             pass
         sink.poll(0)
-        now = time.monotonic()
         connected = collector.client is not None and collector.client.connected
-        if connected and (collector.away or now >= next_read):
-            try:
-                collector.resync()
-            except Exception as exc:
-                delay = backoff.failure()
-                run.telemetry.failed("unreachable")
-                run.log(f"ERROR re-reading ZooKeeper failed ({type(exc).__name__}: {exc}); "
-                        f"{_HINT}; retrying in {delay:.1f} s")
-                next_read = now + delay
-                collector.away = False  # the next attempt is the scheduled one
-                continue
-            backoff.success()
-            collector.away = False
-            next_read = now + collector.interval
+        if connected and (collector.away or rereads.is_due(time.monotonic())):
+            collector.away = False  # after a failure, the backoff says when to retry
+            rereads.attempt(collector.resync)
 
 
 def _once(run: CollectorRun, collector: ZkCollector, sink: RecordSink,

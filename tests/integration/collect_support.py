@@ -53,12 +53,23 @@ class TopicReader(threading.Thread):
                                    "enable.auto.commit": False})
         meta = self._consumer.list_topics(topic, timeout=30).topics[topic]
         assert meta.error is None, f"{topic}: {meta.error}"
-        assignment = []
-        for p in sorted(meta.partitions):
-            _low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, p),
-                                                              timeout=30)
-            assignment.append(TopicPartition(topic, p, high))
-        self._consumer.assign(assignment)
+        self._consumer.assign([TopicPartition(topic, p, self._end(topic, p))
+                               for p in sorted(meta.partitions)])
+
+    def _end(self, topic: str, partition: int) -> int:
+        """The partition's high watermark; a topic created moments ago may not have a
+        leader everywhere yet."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                return self._consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=10)[1]
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
 
     def run(self) -> None:
         try:
