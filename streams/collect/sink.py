@@ -22,6 +22,10 @@ ORIGIN_HEADER = "selfheal-origin"
 _REPORT_EVERY_SECONDS = 10.0
 
 
+class RecordTooLarge(ValueError):
+    """A record over the producer's size limit; the message says which limits to raise."""
+
+
 def record_key(cluster_id: str, broker: int | None) -> bytes:
     """``<cluster>/<broker>``: one broker's records share a partition, so they stay in
     order, and two clusters on one bus never mix; ``<cluster>`` when the broker is
@@ -50,6 +54,8 @@ class RecordSink:
              stop: threading.Event | None = None) -> bool:
         """Queue one record; waits while the local queue is full (the bus is slow or
         down). False when ``stop`` was set while waiting: the record was not queued."""
+        from confluent_kafka import KafkaError, KafkaException
+
         while True:
             try:
                 self._producer.produce(
@@ -60,6 +66,13 @@ class RecordSink:
                 if stop is not None and stop.is_set():
                     return False
                 self._producer.poll(0.1)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.MSG_SIZE_TOO_LARGE:
+                    raise
+                raise RecordTooLarge(
+                    f"a {len(value):,}-byte record for {topic} is over the producer's "
+                    "message.max.bytes; raise streams.bus.MAX_MESSAGE_BYTES and the "
+                    "topic's max.message.bytes together") from None
         self._producer.poll(0)
         return True
 
