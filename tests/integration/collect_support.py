@@ -43,7 +43,7 @@ class TopicReader(threading.Thread):
 
     def __init__(self, state: SandboxState, topic: str) -> None:
         super().__init__(daemon=True, name=f"reader-{topic}")
-        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka import Consumer
 
         ensure_topics(sandbox_config(state))
         self.topic = topic
@@ -51,21 +51,22 @@ class TopicReader(threading.Thread):
         self._stop_event = threading.Event()
         self._consumer = Consumer({**client_config(state), "group.id": "unused",
                                    "enable.auto.commit": False})
-        meta = self._consumer.list_topics(topic, timeout=30).topics[topic]
-        assert meta.error is None, f"{topic}: {meta.error}"
-        self._consumer.assign([TopicPartition(topic, p, self._end(topic, p))
-                               for p in sorted(meta.partitions)])
+        self._consumer.assign(self._ends(topic))
 
-    def _end(self, topic: str, partition: int) -> int:
-        """The partition's high watermark; a topic created moments ago may not have a
-        leader everywhere yet."""
+    def _ends(self, topic: str) -> list[Any]:
+        """Every partition at its high watermark. A topic created moments ago may be
+        missing from a broker's metadata, or lack a leader, for a moment: retry."""
         from confluent_kafka import KafkaException, TopicPartition
 
         deadline = time.monotonic() + 30
         while True:
             try:
-                return self._consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=10)[1]
+                meta = self._consumer.list_topics(topic, timeout=10).topics[topic]
+                if meta.error is not None:
+                    raise KafkaException(meta.error)
+                return [TopicPartition(topic, p, self._consumer.get_watermark_offsets(
+                            TopicPartition(topic, p), timeout=10)[1])
+                        for p in sorted(meta.partitions)]
             except KafkaException:
                 if time.monotonic() > deadline:
                     raise

@@ -135,12 +135,9 @@ def test_kraft_a_failed_dir_is_an_event_and_a_snapshot_with_the_dir_offline(kraf
         cluster.fail_disk(state, broker, path)
         try:
             traffic.produce(state, topic, 20)  # the broker notices on its next write
-            written = time.monotonic()
             (event, *_) = events.wait_for(lambda ms: [
                 e for e in map(LogDirEvent.from_json, (m.value for m in ms))
                 if e.kind == "log_dir_failure"], what="log_dir_failure event")
-            print(f"KRaft dir failed and written to -> event read: "
-                  f"{events.messages[-1].arrived - written:.2f} s")
             (snapshot, *_) = snaps.wait_for(lambda ms: [
                 s for s in _snapshots(ms) if _offline(s, broker, path)],
                 what=f"snapshot with {path} offline")
