@@ -162,6 +162,13 @@ class StreamConfig:
     # The job's Prometheus endpoint; port 0 picks a free one and prints it.
     http_host: str = _field("127.0.0.1")
     metrics_http_port: int = _field(0, _port)
+    # Tasks that decode and validate a micro-batch: each Great Expectations run costs
+    # ~0.15 s before its first row, so one task per batch suits a small machine; 0 is
+    # one per core (Spark's default parallelism).
+    validate_tasks: int = _field(1, _at_least(0))
+    # Partitions of the detector's state (keyed by cluster). Fixed when a checkpoint is
+    # created: more only pay off with many monitored clusters.
+    state_partitions: int = _field(1, _positive)
 
 
 def _url(value: Any) -> str | None:

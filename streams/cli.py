@@ -56,7 +56,7 @@ def _run(args: argparse.Namespace) -> int:
                        f"{args.metrics_port}")
 
     from streams.bus import BusError
-    from streams.job import JobOptions, run
+    from streams.job import JobError, JobOptions, run
     from streams.snapshot_reader import SnapshotMissing
 
     options = JobOptions.from_config(
@@ -65,5 +65,5 @@ def _run(args: argparse.Namespace) -> int:
         master=args.master, metrics_port=args.metrics_port)
     try:
         return run(config, options)
-    except (BusError, SnapshotMissing) as exc:
+    except (BusError, JobError, SnapshotMissing) as exc:
         raise CliError(str(exc), code=1) from None

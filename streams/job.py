@@ -42,6 +42,10 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 Say = Callable[[str], None]
 
 
+class JobError(RuntimeError):
+    """The job cannot run here; the message says what to fix."""
+
+
 @dataclass(frozen=True)
 class JobOptions:
     """How to run the job; the defaults come from the `[stream]` config section."""
@@ -66,12 +70,15 @@ class JobOptions:
         return cls(**values)
 
 
-def spark_conf(master: str | None) -> dict[str, str]:
+def spark_conf(config: Config, master: str | None) -> dict[str, str]:
     """The session settings the job needs on top of streams.spark's."""
     conf = {
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
         # Commit only the changes of each batch, not a full RocksDB checkpoint.
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.shuffle.partitions": str(config.stream.state_partitions),
+        # The detector has no timeouts: a batch without data would only cost time.
+        "spark.sql.streaming.noDataMicroBatches.enabled": "false",
         "spark.ui.showConsoleProgress": "false",  # the job prints its own line per batch
     }
     if (master or os.environ.get("SELFHEAL_SPARK_MASTER", "local")).startswith("local"):
@@ -150,6 +157,31 @@ def _seconds(rfc3339: str) -> float:
     return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
 
 
+def _warm(frames: Any) -> Any:
+    import pandas as pd
+
+    from streams.validate import suites
+
+    suites()  # imports GX and builds the suites in this Python worker
+    for _ in frames:
+        pass
+    yield pd.DataFrame({"ready": [True]})
+
+
+def warm_up(spark: Any) -> None:
+    """Start the Python workers with GX loaded before the query does (the first batch
+    would otherwise take seconds more), and fail here, plainly, if the executors'
+    Python lacks what the job needs."""
+    tasks = max(1, spark.sparkContext.defaultParallelism)
+    try:
+        spark.range(tasks, numPartitions=tasks).mapInPandas(_warm, "ready BOOLEAN").collect()
+    except Exception as exc:
+        raise JobError(
+            "the Spark executors cannot run the job's Python code (they need this package "
+            "with pandas, pyarrow and great-expectations; set PYSPARK_PYTHON to a Python "
+            f"that has them): {str(exc).splitlines()[0]}") from exc
+
+
 def build_query(spark: Any, config: Config, options: JobOptions, sink: BatchSink) -> Any:
     """Define and start the streaming query."""
     from pyspark.sql.streaming.state import GroupStateTimeout
@@ -170,14 +202,15 @@ def build_query(spark: Any, config: Config, options: JobOptions, sink: BatchSink
         # A snapshot record can be tens of MB.
         .option("kafka.max.partition.fetch.bytes", str(MAX_MESSAGE_BYTES))
         .option("kafka.fetch.max.bytes", str(MAX_MESSAGE_BYTES))
+        .option("kafka.fetch.max.wait.ms", "10")
         .load()
         .select("topic", "partition", "offset", "timestamp", "value")
     )
-    # One validating task per core, not one per topic partition: each GX run has a
-    # fixed cost, so fewer, bigger frames are cheaper.
-    parallelism = max(1, spark.sparkContext.defaultParallelism)
+    # Not one validating task per topic partition: each GX run has a fixed cost, so
+    # fewer, bigger frames are cheaper.
+    tasks = config.stream.validate_tasks or spark.sparkContext.defaultParallelism
     signals = (
-        source.coalesce(parallelism)
+        source.coalesce(max(1, tasks))
         .mapInPandas(partial(to_signals, schemas=topics,
                              limits=FactLimits.from_config(config.detect)), SIGNAL_DDL)
         .withWatermark("event_ts", f"{config.stream.watermark_delay_seconds} seconds")
@@ -214,8 +247,9 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
         port = metrics.serve(config.stream.http_host, options.metrics_port)
         say(f"metrics on http://{config.stream.http_host}:{port}/metrics")
         spark = spark_session.session("selfheal-stream", master=options.master,
-                                      extra_conf=spark_conf(options.master))
+                                      extra_conf=spark_conf(config, options.master))
         spark.sparkContext.setLogLevel("ERROR")
+        warm_up(spark)
         spark.streams.addListener(progress_listener(metrics, say))
         sink = BatchSink(config, metrics, say)
         query = build_query(spark, config, options, sink)

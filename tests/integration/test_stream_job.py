@@ -1,0 +1,463 @@
+"""`selfheal stream` on the real sandbox: records produced to its input topics with
+confluent-kafka (the collectors are tested elsewhere), actions and dead letters read back.
+
+One job process serves the whole module (a Spark start costs 10-20 s); it is restarted
+once, from its checkpoint, to show that a restart and a replay propose nothing twice.
+Each scenario uses its own cluster id, so the detector's per-cluster state never mixes.
+Topics get a prefix of their own, so nothing else on the sandbox reaches this job.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from remediation.config import load
+from remediation.live import LiveReadError, PlacementMemory, open_admin, read_snapshot
+from remediation.plan.disks import broker_usage, mean_ratio, over_limit
+from sandbox import cluster, traffic
+from sandbox.loop import render_toml
+from sandbox.status import KAFKA_STORAGE_ERROR, log_dir_errors
+from schemas.records import rfc3339
+from schemas.registry import validate
+from schemas.snapshot import snapshot_from_dict
+
+pytestmark = pytest.mark.integration
+
+GIB = 1 << 30
+SKEW_WINDOW = 5.0
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.3):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    return predicate()
+
+
+class StreamJob:
+    """The real `selfheal --config FILE stream` process, its output lines collected."""
+
+    def __init__(self, config_path: Path, sandbox) -> None:
+        self.config_path = config_path
+        self.env = {**os.environ, "SELFHEAL_SANDBOX_DIR": sandbox.work_dir}
+        self.proc: subprocess.Popen[str] | None = None
+        self.lines: list[str] = []
+
+    def start(self) -> None:
+        self.lines = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "remediation.cli", "--config", str(self.config_path),
+             "stream"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=self.env)
+        threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
+        self.wait_for("[stream] running:", 240)
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, text: str, timeout: float) -> str:
+        found = wait_until(lambda: next((x for x in self.lines if text in x), None)
+                           or (self.proc.poll() is not None and "exited"), timeout)
+        assert found and found != "exited", (
+            f"no {text!r} from the job within {timeout} s:\n" + "\n".join(self.lines[-40:]))
+        return found
+
+    @property
+    def metrics_url(self) -> str:
+        line = self.wait_for("[stream] metrics on ", 5)
+        return line.split("metrics on ", 1)[1].strip()
+
+    def stop(self) -> int:
+        """SIGTERM by PID, as `selfheal` documents; SIGKILL only if it hangs."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return proc.returncode if proc else 0
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return proc.wait(120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
+            raise AssertionError("the job did not stop within 120 s of SIGTERM:\n"
+                                 + "\n".join(self.lines[-40:])) from None
+
+
+class Bus:
+    """Produce to the job's inputs; collect everything it writes."""
+
+    def __init__(self, config) -> None:
+        from streams.bus import consumer, ensure_topics, producer
+
+        self.config = config
+        ensure_topics(config)
+        self.producer = producer(config)
+        self.out: list[tuple[str, dict[str, Any]]] = []
+        self._stop = threading.Event()
+        self._consumer = consumer(config, f"stream-test-{uuid.uuid4().hex[:8]}",
+                                  **{"auto.offset.reset": "earliest"})
+        self._consumer.subscribe([config.topic("actions"), config.topic("dead-letter")])
+        self._thread = threading.Thread(target=self._collect, daemon=True)
+        self._thread.start()
+
+    def _collect(self) -> None:
+        while not self._stop.is_set():
+            msg = self._consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                self.out.append((msg.topic(), json.loads(msg.value())))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._consumer.close()
+
+    def send(self, topic: str, value: Any, key: bytes | None = None) -> tuple[int, int]:
+        """Produce one record (dicts as JSON); returns its (partition, offset)."""
+        raw = value if isinstance(value, bytes) else json.dumps(value).encode()
+        where: list[Any] = []
+        self.producer.produce(self.config.topic(topic), raw, key,
+                              on_delivery=lambda err, msg: where.append((err, msg)))
+        self.producer.flush(30)
+        ((err, msg),) = where
+        assert err is None, err
+        return msg.partition(), msg.offset()
+
+    def actions(self, cluster_id: str, type: str | None = None) -> list[dict[str, Any]]:
+        topic = self.config.topic("actions")
+        return [a for t, a in list(self.out) if t == topic and a["cluster_id"] == cluster_id
+                and (type is None or a["type"] == type)]
+
+    def dead_letters(self) -> list[dict[str, Any]]:
+        topic = self.config.topic("dead-letter")
+        return [d for t, d in list(self.out) if t == topic]
+
+    def dead_letter_at(self, topic: str, where: tuple[int, int]) -> dict[str, Any] | None:
+        source = self.config.topic(topic)
+        return next((d for d in self.dead_letters() if d["source_topic"] == source
+                     and (d["source_partition"], d["source_offset"]) == where), None)
+
+    def settle(self, timeout: float = 90) -> None:
+        """Return once the job has processed everything produced so far: a marker record
+        produced after it comes back as a dead letter, so its batch (or an earlier one)
+        held every record before it."""
+        where = self.send("broker-metrics", f"marker {uuid.uuid4()}".encode())
+        assert wait_until(lambda: self.dead_letter_at("broker-metrics", where), timeout), \
+            f"the job did not process a marker record within {timeout} s"
+
+
+@pytest.fixture(scope="module")
+def stream(sandbox, tmp_path_factory):
+    """The running job and the bus, on topics of their own."""
+    work = tmp_path_factory.mktemp("stream-job")
+    prefix = f"st{uuid.uuid4().hex[:6]}."
+    config_path = work / "selfheal.toml"
+    config_path.write_text(render_toml({}, {
+        "bus": {"topic_prefix": prefix},
+        "stream": {"checkpoint_dir": work / "checkpoints", "starting_offsets": "earliest",
+                   "metrics_http_port": 0},
+        "detect": {"skew_window_seconds": SKEW_WINDOW,
+                   # Leader balance on the sandbox is not what these tests are about.
+                   "leader_window_seconds": 86400.0},
+    }))
+    config = load(config_path, env={**os.environ, "SELFHEAL_SANDBOX_DIR": sandbox.work_dir})
+    bus = Bus(config)
+    job = StreamJob(config_path, sandbox)
+    job.start()
+    try:
+        yield job, bus
+    finally:
+        code = job.stop()
+        bus.close()
+        print("\n".join(x for x in job.lines if x.startswith("[stream]")))
+        assert code == 0, "\n".join(job.lines[-40:])
+
+
+def awaited(job: StreamJob, found, what: str, timeout: float = 90):
+    """``found()`` once it is truthy; else fail with the job's last lines."""
+    value = wait_until(found, timeout)
+    assert value, f"no {what} within {timeout} s; the job said:\n" + "\n".join(job.lines[-40:])
+    return value
+
+
+def cid(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:6]}"
+
+
+def live_snapshot(sandbox, cluster_id: str, memory: PlacementMemory | None = None
+                  ) -> dict[str, Any]:
+    """A snapshot read from the sandbox, as the snapshot collector takes it (which also
+    retries: right after a broker restart the first connection may be refused)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with open_admin(sandbox.bootstrap_servers) as admin:
+                return read_snapshot(admin, cluster_id, memory)
+        except LiveReadError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+
+
+def logdir_event(cluster_id: str, when: datetime, broker: int | None = None,
+                 log_dir: str | None = None, source: str = "zookeeper") -> dict[str, Any]:
+    znode = "/log_dir_event_notification/log_dir_event_0000000001"
+    return {"version": 1, "cluster_id": cluster_id, "event_time": rfc3339(when),
+            "source": source, "kind": "log_dir_failure", "broker": broker,
+            "log_dir": log_dir, "znode": znode if source == "zookeeper" else None,
+            "details": None}
+
+
+def gauge(cluster_id: str, broker: int, log_dir: str, value: int,
+          when: datetime | None = None) -> dict[str, Any]:
+    return {"version": 1, "cluster_id": cluster_id, "event_time": rfc3339(when),
+            "broker": broker, "rack": None, "metric": "kafka_log_log_directory_offline",
+            "labels": {"log_dir": log_dir}, "value": value}
+
+
+def on_dir(snapshot: dict[str, Any], broker: int, path: str) -> set[tuple[str, int]]:
+    return {(p["topic"], p["partition"]) for p in snapshot["partitions"]
+            for r in p["replicas"] if r["broker"] == broker and r["log_dir"] == path}
+
+
+def named(action: dict[str, Any]) -> set[tuple[str, int]]:
+    plan = action["plan"]
+    return {(p["topic"], p["partition"])
+            for p in plan["partitions"] + plan.get("unrecoverable", [])}
+
+
+def test_a_real_dir_failure_is_proposed_once_even_after_a_restart_and_a_replay(
+        sandbox, stream):
+    job, bus = stream
+    cluster_id = cid("zk")
+    broker = 1
+    path = sandbox.broker(broker).log_dirs[1]
+    traffic.create_topic(sandbox, f"stream-it-{cluster_id}", partitions=6,
+                         replication_factor=2)
+    memory = PlacementMemory()
+    before = live_snapshot(sandbox, cluster_id, memory)
+    bus.send("cluster-snapshots", before, cluster_id.encode())
+    try:
+        cluster.fail_disk(sandbox, broker, path)
+        traffic.produce(sandbox, f"stream-it-{cluster_id}", 6)  # writes notice it at once
+        assert wait_until(lambda: log_dir_errors(sandbox, [broker]).get(broker, {}).get(path)
+                          == KAFKA_STORAGE_ERROR, 60), "the broker did not notice the failed dir"
+        # What the collectors send: the notification (its data already gone, then read),
+        # and the snapshot they take at once.
+        noticed = datetime.now(UTC)
+        events = [logdir_event(cluster_id, noticed),
+                  logdir_event(cluster_id, noticed + timedelta(milliseconds=200), broker)]
+        for event in events:
+            bus.send("logdir-events", event)
+        after = live_snapshot(sandbox, cluster_id, memory)
+        assert any(not d["online"] for b in after["brokers"] if b["id"] == broker
+                   for d in b["log_dirs"])
+        bus.send("cluster-snapshots", after, cluster_id.encode())
+
+        (fix,) = awaited(job, lambda: bus.actions(cluster_id, "fix_offline_replicas"), "fix")
+        arrived = datetime.now(UTC)
+        validate("action", fix)
+        assert fix["trigger"] == {"kind": "logdir_event", "broker": broker, "log_dir": path}
+        assert fix["event_time"] == rfc3339(noticed)
+        assert named(fix) == on_dir(before, broker, path) and fix["plan"]["partitions"]
+        for target in fix["plan"]["partitions"]:
+            assert broker not in target["replicas"]
+        print(f"\nevent -> action on the bus: {(arrived - noticed).total_seconds():.2f} s "
+              f"(action created {fix['created_at']}, event {fix['event_time']})")
+
+        # The same failure again, from the gauge and later snapshots: nothing new.
+        bus.send("broker-metrics", gauge(cluster_id, broker, path, 1))
+        bus.send("cluster-snapshots", live_snapshot(sandbox, cluster_id, memory),
+                 cluster_id.encode())
+        bus.settle()
+        assert len(bus.actions(cluster_id, "fix_offline_replicas")) == 1
+
+        # Restart from the checkpoint, and replay what was sent.
+        assert job.stop() == 0
+        assert "[stream] stopped" in job.lines
+        job.start()
+        for event in events:
+            bus.send("logdir-events", event)
+        bus.send("cluster-snapshots", after, cluster_id.encode())
+        bus.settle()
+        fixes = bus.actions(cluster_id, "fix_offline_replicas")
+        assert [a["action_id"] for a in fixes] == [fix["action_id"]]
+    finally:
+        if cluster.disk_failed(path):
+            cluster.heal_disk(sandbox, broker, path)
+            sandbox.reload()
+
+
+def test_the_gauge_alone_and_a_kraft_event_alone_each_propose_the_fix(sandbox, stream):
+    job, bus = stream
+    by_gauge, by_event = cid("gauge"), cid("kraft")
+    d2 = sandbox.broker(2).log_dirs[0]
+    d0 = sandbox.broker(0).log_dirs[1]
+    for cluster_id in (by_gauge, by_event):
+        bus.send("cluster-snapshots", live_snapshot(sandbox, cluster_id), cluster_id.encode())
+    when = datetime.now(UTC)
+    bus.send("broker-metrics", gauge(by_gauge, 2, d2, 0, when - timedelta(seconds=10)))
+    bus.send("broker-metrics", gauge(by_gauge, 2, d2, 1, when))
+    bus.send("logdir-events", logdir_event(by_event, when, 0, d0, "describe_log_dirs"))
+    (fix,) = awaited(job, lambda: bus.actions(by_gauge, "fix_offline_replicas"), "gauge fix")
+    assert fix["trigger"] == {"kind": "metric", "broker": 2, "log_dir": d2}
+    assert fix["event_time"] == rfc3339(when)
+    (fix,) = awaited(job, lambda: bus.actions(by_event, "fix_offline_replicas"), "event fix")
+    assert fix["trigger"] == {"kind": "logdir_event", "broker": 0, "log_dir": d0}
+
+
+def skewed(snapshot: dict[str, Any], broker: int, path: str, when: datetime
+           ) -> dict[str, Any]:
+    """The snapshot with 3 GiB in every replica on one dir of one broker."""
+    out = copy.deepcopy(snapshot)
+    out["taken_at"] = rfc3339(when)
+    for p in out["partitions"]:
+        for r in p["replicas"]:
+            if r["broker"] == broker and r["log_dir"] == path:
+                r["size_bytes"] = 3 * GIB
+    return out
+
+
+def test_skew_that_lasts_the_window_proposes_moves_that_even_the_broker_out(sandbox, stream):
+    job, bus = stream
+    cluster_id = cid("skew")
+    base = live_snapshot(sandbox, cluster_id)
+    path = sandbox.broker(0).log_dirs[0]
+    assert len(on_dir(base, 0, path)) >= 4, "too few replicas on the dir to make skew"
+    start = datetime.now(UTC)
+    bus.send("cluster-snapshots", skewed(base, 0, path, start), cluster_id.encode())
+    bus.send("cluster-snapshots",
+             skewed(base, 0, path, start + timedelta(seconds=SKEW_WINDOW / 2)),
+             cluster_id.encode())
+    bus.settle()
+    assert bus.actions(cluster_id) == []  # not yet: the skew has not lasted the window
+    last = skewed(base, 0, path, start + timedelta(seconds=SKEW_WINDOW + 1))
+    bus.send("cluster-snapshots", last, cluster_id.encode())
+    (move,) = awaited(job, lambda: bus.actions(cluster_id, "move_replica_dirs"), "move")
+    assert move["trigger"]["broker"] == 0
+    moved = copy.deepcopy(last)
+    targets = {(p["topic"], p["partition"]): p for p in move["plan"]["partitions"]}
+    for p in moved["partitions"]:
+        target = targets.get((p["topic"], p["partition"]))
+        for r, new in zip(p["replicas"], target["log_dirs"] if target else (), strict=False):
+            if r["broker"] == 0:
+                r["log_dir"] = new
+    from remediation.model import ClusterModel
+
+    dirs = broker_usage(ClusterModel(snapshot_from_dict(moved)), 0)
+    mean = mean_ratio(dirs)
+    assert not any(over_limit(d.used, 1.10 * mean * d.capacity) for d in dirs)
+
+
+def test_bad_records_on_every_topic_become_dead_letters_and_detection_goes_on(
+        sandbox, stream):
+    job, bus = stream
+    cluster_id = cid("after-garbage")
+    good_metric = gauge(cluster_id, 1, "/d", 0)
+    bad = {
+        "broker-metrics": [b"\x00\xffnot json", {**good_metric, "broker": "one"},
+                           {k: v for k, v in good_metric.items() if k != "value"}],
+        "logdir-events": [b"{truncated", {**logdir_event(cluster_id, datetime.now(UTC)),
+                                          "kind": "disk_on_fire"}, {"version": 1}],
+        "cluster-snapshots": [b"\xc3\x28", {"version": 1, "cluster_id": cluster_id},
+                              {**live_snapshot(sandbox, cluster_id), "brokers": "none"}],
+    }
+    sent = [(topic, bus.send(topic, value)) for topic, values in bad.items()
+            for value in values]
+    letters = awaited(job, lambda: [bus.dead_letter_at(t, w) for t, w in sent]
+                      if all(bus.dead_letter_at(t, w) for t, w in sent) else None,
+                      "dead letter for every bad record")
+    for letter in letters:
+        validate("dead-letter", letter)
+        assert letter["reason"] and "[expect_" in letter["reason"]
+    reasons = [letter["reason"] for letter in letters]
+    assert reasons[0].startswith("$: not UTF-8 text") or reasons[0].startswith("$: not JSON")
+    assert reasons[1].startswith("broker: expected integer, got string")
+    assert reasons[2].startswith("value: required field is missing")
+    assert "kind: 'disk_on_fire' is not one of" in reasons[4]
+    assert reasons[8].startswith("brokers: expected array, got string")
+    assert letters[0]["raw"] == "\x00\ufffdnot json"
+
+    # ... and the job still detects the next failure.
+    bus.send("cluster-snapshots", live_snapshot(sandbox, cluster_id), cluster_id.encode())
+    path = sandbox.broker(1).log_dirs[0]
+    bus.send("broker-metrics", gauge(cluster_id, 1, path, 1))
+    awaited(job, lambda: bus.actions(cluster_id, "fix_offline_replicas"), "fix after garbage")
+
+
+def test_every_dir_of_a_broker_offline_pages_the_operator(sandbox, stream):
+    job, bus = stream
+    cluster_id = cid("page")
+    bus.send("cluster-snapshots", live_snapshot(sandbox, cluster_id), cluster_id.encode())
+    dirs = sandbox.broker(2).log_dirs
+    for path in dirs:
+        bus.send("broker-metrics", gauge(cluster_id, 2, path, 1))
+    (page,) = awaited(job, lambda: [a for a in bus.actions(cluster_id, "page_operator")
+                                    if "every log dir" in a["reason"]], "page")
+    assert page["plan"]["brokers"] == [2] and page["plan"]["log_dirs"] == sorted(dirs)
+    fixes = awaited(job, lambda: bus.actions(cluster_id, "fix_offline_replicas"), "fixes", 30)
+    assert {f["trigger"]["log_dir"] for f in fixes} <= set(dirs)
+
+
+def test_the_metrics_endpoint_counts_what_the_job_did(stream):
+    job, bus = stream
+    bus.settle()
+    with urllib.request.urlopen(job.metrics_url, timeout=5) as resp:
+        text = resp.read().decode()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    letters_topic = bus.config.topic("broker-metrics")
+    assert samples[("selfheal_stream_dead_letters_total", (("topic", letters_topic),))] >= 1
+    assert samples[("selfheal_stream_actions_total", (("type", "fix_offline_replicas"),))] >= 1
+    assert samples[("selfheal_stream_detection_latency_seconds_count",
+                    (("type", "fix_offline_replicas"),))] >= 1
+    assert samples[("selfheal_stream_input_rows_total", ())] > 0
+    assert samples[("selfheal_stream_batch_duration_seconds_count", ())] > 0
+    assert any(x.startswith("[stream] batch ") and " rows, " in x for x in job.lines)
+
+
+def test_spark_reads_an_action_plan_back_as_its_raw_json_text(sandbox, stream):
+    """schemas/spark.py types the free-form plan as a string: from_json must keep it whole."""
+    from pyspark.sql import functions as F
+
+    from schemas.spark import struct_type
+    from streams.spark import session, stop
+
+    _, bus = stream
+    written = {a["action_id"]: a["plan"] for t, a in list(bus.out)
+               if t == bus.config.topic("actions")}
+    assert written
+    spark = session("selfheal-plan-json-test", master="local[1]")
+    try:
+        rows = (spark.read.format("kafka")
+                .option("kafka.bootstrap.servers", sandbox.bootstrap_servers)
+                .option("subscribe", bus.config.topic("actions"))
+                .option("startingOffsets", "earliest").option("endingOffsets", "latest")
+                .load()
+                .select(F.from_json(F.col("value").cast("string"), struct_type("action"))
+                        .alias("a"))
+                .select("a.action_id", "a.plan").collect())
+    finally:
+        stop(spark)
+    checked = [r for r in rows if r.action_id in written]
+    assert checked
+    for r in checked:
+        assert isinstance(r.plan, str) and json.loads(r.plan) == written[r.action_id]
