@@ -68,7 +68,10 @@ def loop_config(state: SandboxState, work_dir: Path,
             "zookeeper_connect": state.zookeeper_connect,
             "mode": state.mode,
             "cluster_id": state.cluster_id,
-            "exporter_urls": [b.exporter_url for b in state.brokers if b.exporter_url],
+            # <broker id>=<url>: every sandbox broker runs on 127.0.0.1, so the host alone
+            # cannot say whose exporter a URL is.
+            "exporter_urls": [f"{b.node_id}={b.exporter_url}" for b in state.brokers
+                              if b.exporter_url],
         },
         "collect": {"scrape_interval_seconds": 2.0, "snapshot_interval_seconds": 15.0},
         "stream": {"checkpoint_dir": work_dir / "checkpoints", "trigger_interval_seconds": 1.0},

@@ -14,7 +14,8 @@ def test_loop_config_file_reads_back_as_the_sandbox_with_quick_intervals(tmp_pat
     config = load(prepared.config_path, env={}, use_sandbox=False)
     assert config.cluster.bootstrap_servers == state.bootstrap_servers
     assert config.cluster.zookeeper_connect == state.zookeeper_connect
-    assert config.cluster.exporter_urls == tuple(b.exporter_url for b in state.brokers)
+    assert config.cluster.exporter_urls == tuple(f"{b.node_id}={b.exporter_url}"
+                                                 for b in state.brokers)
     assert config.detect.skew_window_seconds == 7.5
     assert config.stream.checkpoint_dir == tmp_path / "loop" / "checkpoints"
     assert config.serve.http_port == prepared.config["serve"]["http_port"]
