@@ -352,9 +352,36 @@ def start_broker(state: SandboxState, broker_id: int, timeout: float = 120.0,
     b = state.broker(broker_id)
     if processes.is_running(b.pid, b.marker):
         raise SandboxError(f"broker {broker_id} is already running (pid {b.pid})")
+    _wait_unregistered(state, broker_id, progress)
     _start(state, b)
     progress(f"broker {broker_id} starting (pid {b.pid})")
     wait_ready(state, [broker_id], timeout=timeout, progress=progress)
+
+
+def _wait_unregistered(state: SandboxState, broker_id: int, progress: Progress,
+                       timeout: float = 60.0) -> None:
+    """In ZooKeeper mode, wait until a crashed broker's registration has expired: a broker
+    started while its old ephemeral /brokers/ids/<id> lives exits with NodeExists, and the
+    stale registration would make it look ready."""
+    if state.zookeeper is None:
+        return  # KRaft: a restarted broker re-registers with a new incarnation
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=state.zookeeper_connect)
+    zk.start(timeout=15)
+    try:
+        path = f"/brokers/ids/{broker_id}"
+        deadline = time.monotonic() + timeout
+        if zk.exists(path):
+            progress(f"broker {broker_id}: waiting for its old ZooKeeper session to expire")
+        while zk.exists(path):
+            if time.monotonic() > deadline:
+                raise SandboxError(f"broker {broker_id} is still registered in ZooKeeper "
+                                   f"after {timeout:.0f} s although its process is gone")
+            time.sleep(0.5)
+    finally:
+        zk.stop()
+        zk.close()
 
 
 def kill_broker(state: SandboxState, broker_id: int, graceful: bool = False,

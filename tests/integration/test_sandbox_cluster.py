@@ -110,3 +110,17 @@ def test_killed_broker_leaves_the_metadata_and_comes_back_on_start(sandbox):
     assert 2 in cluster.live_broker_ids(sandbox)
     assert sandbox.broker(2).pid != old_pid
     assert processes.is_running(sandbox.broker(2).pid, victim.marker)
+
+
+def test_a_crashed_broker_started_at_once_waits_out_its_old_registration(sandbox):
+    victim = sandbox.broker(1)
+    old_pid = victim.pid
+    cluster.kill_broker(sandbox, 1)  # SIGKILL: its ZooKeeper session lingers
+    cluster.start_broker(sandbox, 1)
+    sandbox.reload()
+    new = sandbox.broker(1)
+    assert new.pid != old_pid
+    assert processes.is_running(new.pid, new.marker)
+    time.sleep(2)  # a broker that lost the NodeExists race exits within moments
+    assert processes.is_running(new.pid, new.marker)
+    assert 1 in cluster.live_broker_ids(sandbox)
