@@ -103,7 +103,10 @@ def to_signals(frames: Iterator[Any], schemas: Mapping[str, str],
                 raise ValueError(f"the job read topic {topic!r}, which it does not know; "
                                  f"known: {', '.join(schemas)}")
             _topic_signals(rows, name, group, limits)
-    yield rows.frame()
+    if rows.columns["kind"]:
+        # An empty frame would still go through Arrow, where pyspark 4.2 with pyarrow
+        # 26 fails to convert it ("Cannot convert ChunkedArray to Array"): yield none.
+        yield rows.frame()
 
 
 def _topic_signals(rows: Rows, name: str, group: Any, limits: FactLimits) -> None:

@@ -83,6 +83,7 @@ def detect_group(settings: DetectSettings) -> Callable[..., Iterator[Any]]:
                 emit(DECISION, d.to_json())
             for n in notes:
                 emit(NOTE, n.text)
-        yield pd.DataFrame(out, columns=["cluster_id", "kind", "body"])
+        if out["kind"]:  # no empty frames through Arrow (see streams.signals.to_signals)
+            yield pd.DataFrame(out, columns=["cluster_id", "kind", "body"])
 
     return run
