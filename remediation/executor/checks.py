@@ -261,6 +261,10 @@ def status(action: Action, view: LiveView) -> Status:
             {"done": done, "moving": flying, "waiting": waiting}[state[0]].append(state[1])
         elif _replicas(p) == t.replicas:
             done.append(f"{t.name}: replicas {list(t.replicas)}")
+        elif set(_replicas(p)) > set(t.replicas):
+            # The controller is done (or about to be) but this broker's metadata still
+            # lists the replicas being removed: it catches up within moments.
+            flying.append(f"{t.name}: finishing, metadata still lists {list(_replicas(p))}")
         else:
             waiting.append(f"{t.name}: replicas {list(_replicas(p))}, target {list(t.replicas)}, "
                            "no reassignment in flight")

@@ -7,7 +7,8 @@ Kafka's per-partition errors to `ClusterError` messages that name the partition.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from remediation.executor.checks import TP, LiveView, Reassigning
@@ -21,6 +22,18 @@ PREFERRED = 0  # ElectLeaders election type
 
 class ClusterError(RuntimeError):
     """An Admin API call failed; the message names the call and what it was about."""
+
+
+@contextmanager
+def _calling(what: str) -> Iterator[None]:
+    """Any failure of an Admin API call becomes a ClusterError naming the call: the
+    executor retries it on its next step instead of stopping."""
+    try:
+        yield
+    except ClusterError:
+        raise
+    except Exception as exc:
+        raise ClusterError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _error_name(err: Any) -> str | None:
@@ -43,17 +56,27 @@ class KafkaCluster:
 
     # --- reads ------------------------------------------------------------------------
 
-    def read(self, future_of: Iterable[int] = ()) -> LiveView:
-        """The live cluster; `future_of` lists brokers whose dir moves in flight matter."""
+    def read(self, future_of: Iterable[int] = (), topics: Iterable[str] | None = None
+             ) -> LiveView:
+        """The live cluster; `future_of` lists brokers whose dir moves in flight matter.
+
+        With `topics`, the model holds only their partitions (brokers and dirs are always
+        whole): an action's checks look at its own partitions, and building the model of
+        a 100,000-partition cluster for each step would cost seconds.
+        """
         try:
             doc = read_snapshot(self.admin, self.cluster_id, self.memory)
             reassigning = self.reassignments()
         except Exception as exc:
             raise ClusterError(f"cannot read the cluster: {exc}") from exc
+        if topics is not None:
+            wanted = set(topics)
+            doc["partitions"] = [p for p in doc["partitions"] if p["topic"] in wanted]
+            # Reassignments stay whole: the policy limits them per broker, cluster-wide.
         model = ClusterModel(snapshot_from_dict(doc))
         future: dict[tuple[str, int, int], str] = {}
         for b in sorted(set(future_of) & model.alive):
-            dirs = describe_dirs(self.admin, b)
+            dirs = describe_dirs(self.admin, b)  # None when the broker does not answer
             if dirs is not None:
                 future.update({(t, p, b): path for (t, p), path in dirs.future.items()})
         self.last_view = LiveView(model, reassigning, future)
@@ -61,7 +84,8 @@ class KafkaCluster:
 
     def reassignments(self) -> dict[TP, Reassigning]:
         """Every partition reassignment in flight on the cluster."""
-        found = self.admin.list_partition_reassignments()
+        with _calling("ListPartitionReassignments"):
+            found = self.admin.list_partition_reassignments()
         return {(tp.topic, tp.partition): Reassigning(tuple(r["replicas"]),
                                                       tuple(r["adding_replicas"]),
                                                       tuple(r["removing_replicas"]))
@@ -77,8 +101,9 @@ class KafkaCluster:
         if not res:
             return {}
         kinds = {"broker": ConfigResourceType.BROKER, "topic": ConfigResourceType.TOPIC}
-        reply = self.admin.describe_configs(
-            [ConfigResource(kinds[split(r)[0]], split(r)[1]) for r in res])
+        with _calling("DescribeConfigs"):
+            reply = self.admin.describe_configs(
+                [ConfigResource(kinds[split(r)[0]], split(r)[1]) for r in res])
         out: Configs = {}
         for r in res:
             kind, name = split(r)
@@ -102,7 +127,9 @@ class KafkaCluster:
                    for k, v in keys.items()}
             resources.append(ConfigResource(kinds[kind], name, ops))
         # The throttle rates are dynamic configs the broker does not list as such.
-        reply = self.admin.alter_configs(resources, raise_on_unknown=False, incremental=True)
+        with _calling("IncrementalAlterConfigs"):
+            reply = self.admin.alter_configs(resources, raise_on_unknown=False,
+                                             incremental=True)
         failed = [f"{kind}:{name}: {result}" for kind, by_name in reply.items()
                   for name, result in by_name.items() if result != "OK"]
         if failed:
@@ -114,8 +141,9 @@ class KafkaCluster:
 
         if not targets:
             return {}
-        reply = self.admin.alter_partition_reassignments(
-            {TopicPartition(t, p): replicas for (t, p), replicas in targets.items()})
+        with _calling("AlterPartitionReassignments"):
+            reply = self.admin.alter_partition_reassignments(
+                {TopicPartition(t, p): replicas for (t, p), replicas in targets.items()})
         out: dict[TP, str] = {}
         for tp, err in reply.items():
             name = _error_name(err)
@@ -128,7 +156,8 @@ class KafkaCluster:
         """AlterReplicaLogDirs; returns errors by replica (ReplicaNotAvailable included)."""
         if not moves:
             return {}
-        reply = self.admin.alter_replica_log_dirs(dict(moves))
+        with _calling("AlterReplicaLogDirs"):
+            reply = self.admin.alter_replica_log_dirs(dict(moves))
         out: dict[tuple[str, int, int], str] = {}
         for tpr, err in reply.items():
             name = _error_name(err)
@@ -143,7 +172,8 @@ class KafkaCluster:
             by_topic.setdefault(t, []).append(p)
         if not by_topic:
             return {}
-        reply = self.admin.elect_leaders(PREFERRED, by_topic, raise_errors=False)
+        with _calling("ElectLeaders"):
+            reply = self.admin.elect_leaders(PREFERRED, by_topic, raise_errors=False)
         out: dict[TP, str] = {}
         for result in reply.replica_election_results:
             for pr in result.partition_result:

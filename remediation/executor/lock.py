@@ -23,7 +23,10 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from remediation.config import Config
 
 LOCK_ROOT = "/selfheal/executor"
 LOCK_TOPIC = "executor-lock"
@@ -46,6 +49,21 @@ class Leadership(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def leadership_for(config: Config, me: str, log: Callable[[str], None] = lambda m: None
+                   ) -> Leadership:
+    """The lock `config` asks for: `[serve] lock_zookeeper`, else the cluster's own
+    ZooKeeper in ZooKeeper mode, else (KRaft) the consumer-group lease on the bus."""
+    cluster_id = config.cluster.cluster_id or "default"
+    zk = config.serve.lock_zookeeper or (
+        config.cluster.zookeeper_connect if config.cluster.mode == "zk" else None)
+    if zk:
+        return ZkLeadership(zk, cluster_id, me, log)
+    from streams.bus import client_config
+
+    return GroupLeadership(client_config(config), config.bus.topic_prefix + LOCK_TOPIC,
+                           cluster_id, me, log)
 
 
 def identity(url: str | None = None) -> str:
@@ -140,9 +158,11 @@ class GroupLeadership:
         self._leader = threading.Event()
         self._stop = threading.Event()
         _ensure_lock_topic(client_config, topic)
+        self._client_config = client_config
+        self._group = f"selfheal-executor-lock-{cluster_id}"
         self.consumer = Consumer({
             **client_config,
-            "group.id": f"selfheal-executor-lock-{cluster_id}",
+            "group.id": self._group,
             "client.id": me[:200],
             "enable.auto.commit": False,
             "session.timeout.ms": int(session_timeout * 1000),
@@ -185,7 +205,20 @@ class GroupLeadership:
         return self._leader.is_set()
 
     def holder(self) -> str | None:
-        return self.me if self._leader.is_set() else None
+        if self._leader.is_set():
+            return self.me
+        from confluent_kafka.admin import AdminClient
+
+        try:
+            admin = AdminClient(self._client_config)
+            group = admin.describe_consumer_groups([self._group], request_timeout=5)
+            (desc,) = [f.result() for f in group.values()]
+        except Exception:
+            return None  # the bus is slow or away: unknown, as the page says
+        for member in desc.members:
+            if any(tp.partition == 0 for tp in member.assignment.topic_partitions):
+                return str(member.client_id)
+        return None
 
     def close(self) -> None:
         self._stop.set()

@@ -166,6 +166,13 @@ def _refusals(action: Action, health: ClusterHealth) -> list[str]:
 # --- loading -------------------------------------------------------------------------------
 
 
+def policy_for(configured: str | Path | None, override: str | Path | None = None) -> Policy:
+    """The policy a command runs with: `override` (--policy), else the configured file,
+    else the built-in defaults."""
+    path = override or configured
+    return load_policy(path) if path else Policy()
+
+
 def load_policy(path: str | Path) -> Policy:
     """Read a TOML policy file; keys left out keep their defaults."""
     p = Path(path)

@@ -29,6 +29,10 @@ from remediation.executor.store import ActionRow, ActionStore
 
 ACTOR = "executor"
 HOUR = timedelta(hours=1)
+# Metadata, the reassignment list and DescribeLogDirs come from different brokers at
+# different moments: a move that looks neither in flight nor done is believed only after
+# it has looked so for this long.
+STALL_GRACE = timedelta(seconds=15)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +186,11 @@ class Executor:
             self._verify(row, action)
 
     def _read(self, action: Action) -> LiveView:
-        return self.cluster.read(future_of={b for t in action.targets() for b in t.replicas})
+        """The live cluster as far as this action is concerned: all brokers and dirs, the
+        partitions of its topics (see `KafkaCluster.read`)."""
+        targets = action.targets()
+        return self.cluster.read(future_of={b for t in targets for b in t.replicas},
+                                 topics={t.topic for t in targets})
 
     def _fresh(self, row: ActionRow) -> ActionRow:
         found = self.store.get(row.id)
@@ -229,14 +237,15 @@ class Executor:
         st = checks.status(action, view)
         journal = row.journal
         if st.not_started:
-            if journal.get("submitted"):
+            if not journal.get("submitted"):
+                self._submit_reassignment(row, action, view)
+            elif self._stalled(row):
                 self._revert(row, action, view, State.FAILED, ACTOR,
                              "the reassignment selfheal submitted is no longer in progress and "
                              "its target was not reached (cancelled outside selfheal?): "
                              + checks.summarise(st.not_started))
-                return
-            self._submit_reassignment(row, action, view)
             return
+        self._moving(row)
         if st.in_flight:
             self._progress(row, f"{len(st.done)} of {len(action.targets())} partitions done; "
                                 + checks.summarise(st.in_flight))
@@ -265,9 +274,12 @@ class Executor:
                          for b in t.replicas if (path := t.dir_of(b)) is not None
                          and b not in view.model.brokers_with_offline_dir}
             self.cluster.move_dirs(preferred)
-        # Journal first: a crash after the call must not submit a second time.
-        self.store.update_journal(row.id, submitted=True, submitted_at=_utc(self._clock()))
+        # Marked submitted only once Kafka answered. A crash or a failed call before that
+        # leaves it unmarked, and the next step re-reads first: a reassignment Kafka did
+        # take shows as in flight (or done) there and is never submitted again.
+        self.store.update_journal(row.id, submitted_at=_utc(self._clock()))
         errors = self.cluster.reassign(targets)
+        self.store.update_journal(row.id, submitted=True)
         accepted = len(targets) - len(errors)
         self.store.note(row.id, ACTOR, f"reassignment submitted for {accepted} partitions"
                         + (f"; refused: {_errors(errors)}" if errors else ""))
@@ -287,8 +299,8 @@ class Executor:
             return not flying  # a broker may have declined; verification will say so
         self._throttle(row, "intra", throttle.intra_broker(
             moves, self.policy.limits.intra_broker_throttle_bytes_per_s))
-        self.store.update_journal(row.id, dirs_submitted=True)
         errors = self.cluster.move_dirs(moves)
+        self.store.update_journal(row.id, dirs_submitted=True)
         self.store.note(row.id, ACTOR, f"{len(moves)} replicas moved to their planned dirs"
                         + (f"; refused: {_errors(errors)}" if errors else ""))
         return False
@@ -299,8 +311,9 @@ class Executor:
         if moves and not row.journal.get("submitted"):
             self._throttle(row, "intra", throttle.intra_broker(
                 moves, self.policy.limits.intra_broker_throttle_bytes_per_s))
-            self.store.update_journal(row.id, submitted=True, submitted_at=_utc(self._clock()))
-            errors = self.cluster.move_dirs(moves)
+            self.store.update_journal(row.id, submitted_at=_utc(self._clock()))
+            errors = self.cluster.move_dirs(moves)  # as for reassignments: marked when answered
+            self.store.update_journal(row.id, submitted=True)
             self.store.note(row.id, ACTOR, f"log dir moves submitted for {len(moves)} replicas"
                             + (f"; refused: {_errors(errors)}" if errors else ""))
             if errors:
@@ -308,13 +321,15 @@ class Executor:
                              f"Kafka refused the move of {_errors(errors)}")
             return
         if st.in_flight:
+            self._moving(row)
             self._progress(row, checks.summarise(st.in_flight))
             return
         if moves:
-            self._revert(row, action, view, State.FAILED, ACTOR,
-                         "the log dir moves selfheal submitted are no longer in progress and "
-                         "the replicas are not in their target dirs: "
-                         + checks.summarise(st.not_started))
+            if self._stalled(row):
+                self._revert(row, action, view, State.FAILED, ACTOR,
+                             "the log dir moves selfheal submitted are no longer in progress "
+                             "and the replicas are not in their target dirs: "
+                             + checks.summarise(st.not_started))
             return
         self._to_verifying(row, f"all {len(action.targets())} partitions in their target dirs")
 
@@ -402,6 +417,18 @@ class Executor:
             self.store.update_journal(row.id, throttles=known)
             restored = throttle.describe(entry["saved"])
             self.store.note(row.id, ACTOR, f"throttle removed, configs restored: {restored}")
+
+    def _stalled(self, row: ActionRow) -> bool:
+        """True once submitted moves have looked neither in flight nor done for the grace."""
+        since = row.journal.get("stalled_since")
+        if since is None:
+            self.store.update_journal(row.id, stalled_since=_utc(self._clock()))
+            return False
+        return self._clock() - datetime.fromisoformat(since) > STALL_GRACE
+
+    def _moving(self, row: ActionRow) -> None:
+        if row.journal.get("stalled_since") is not None:
+            self.store.update_journal(row.id, stalled_since=None)
 
     def _progress(self, row: ActionRow, text: str) -> None:
         if row.journal.get("progress") != text:

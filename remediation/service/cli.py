@@ -38,13 +38,12 @@ def _serve(args: argparse.Namespace) -> int:
     from remediation.cli import CliError
     from remediation.config import ConfigError, load
     from remediation.executor.lock import LockError
-    from remediation.executor.policy import Policy, PolicyError, load_policy
+    from remediation.executor.policy import PolicyError, policy_for
     from remediation.service.serve import Serve, say
 
     try:
         config = load(args.config)
-        policy_path = args.policy or config.policy
-        policy = load_policy(policy_path) if policy_path else Policy()
+        policy = policy_for(config.policy, args.policy)
     except (ConfigError, PolicyError) as exc:
         raise CliError(str(exc)) from None
     if args.sqlite:

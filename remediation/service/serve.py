@@ -97,24 +97,11 @@ class Serve:
 
     # --- leadership ---------------------------------------------------------------------
 
-    def _leadership(self) -> Any:
-        from remediation.executor import lock
-
-        me = lock.identity(self.url)
-        cluster_id = self.config.cluster.cluster_id or "default"
-        zk = self.config.serve.lock_zookeeper or (
-            self.config.cluster.zookeeper_connect if self.config.cluster.mode == "zk" else None)
-        if zk:
-            return lock.ZkLeadership(zk, cluster_id, me, self.log)
-        from streams.bus import client_config
-
-        return lock.GroupLeadership(client_config(self.config),
-                                    self.config.bus.topic_prefix + lock.LOCK_TOPIC,
-                                    cluster_id, me, self.log)
-
     def run(self, stop: threading.Event) -> None:
         """Until `stop`: wait for the lock, lead while it is held, wait again."""
-        leadership = self._leadership()
+        from remediation.executor import lock
+
+        leadership = lock.leadership_for(self.config, lock.identity(self.url), self.log)
         try:
             while not stop.is_set():
                 self.runtime.holder = leadership.holder()

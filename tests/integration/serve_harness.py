@@ -236,6 +236,31 @@ def bench(state: SandboxState, work: Path, policy: str = "",
         b.close()
 
 
+def placed_topic(state: SandboxState, prefix: str,
+                 replicas: dict[int, list[int]]) -> str:
+    """A new topic with exactly these replica lists, each partition led by its first."""
+    from kafka.admin import NewTopic
+
+    from sandbox import traffic
+    from sandbox.status import kafka_admin
+
+    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    with kafka_admin(state) as admin:
+        admin.create_topics([NewTopic(topic, num_partitions=-1, replication_factor=-1,
+                                      replica_assignments=replicas)])
+    wait_until(lambda: {p["partition_index"]: p["leader_id"]
+                        for p in traffic.partitions(state, topic)}
+               == {p: r[0] for p, r in replicas.items()}, f"{topic} led as placed")
+    return topic
+
+
+def reorder_plan(topic: str, replicas: list[int]) -> dict[str, Any]:
+    """A leader plan for partition 0 of `topic`: this replica order, then an election."""
+    return {"reassignment": {"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": replicas}]},
+        "election": {"partitions": [{"topic": topic, "partition": 0}]}}
+
+
 def wait_until(check: Callable[[], Any], what: str, timeout: float = 60.0,
                every: float = 0.3) -> Any:
     """Poll `check` until it returns something truthy; fail naming `what` after `timeout`."""

@@ -16,7 +16,7 @@ from sandbox import traffic
 from sandbox.fill import fill_disk
 from sandbox.state import SandboxState
 from sandbox.status import kafka_admin
-from tests.integration.serve_harness import bench, wait_until
+from tests.integration.serve_harness import bench, placed_topic, reorder_plan, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -76,48 +76,31 @@ def test_a_skewed_broker_is_evened_out_by_itself(sandbox: SandboxState, tmp_path
 
 def test_rebalance_leaders_puts_each_leader_where_the_plan_says(sandbox: SandboxState,
                                                                 tmp_path: Path) -> None:
-    from kafka.admin import NewTopic
-
     state = sandbox
-    topic = f"serve-leaders-{int(time.time())}"
-    with kafka_admin(state) as admin:  # every partition led by broker 0: badly skewed
-        admin.create_topics([NewTopic(topic, num_partitions=-1, replication_factor=-1,
-                                      replica_assignments={p: [0, 1 + p % 2, 2 - p % 2]
-                                                           for p in range(6)})])
-    wait_until(lambda: all(p["leader_id"] == 0 for p in traffic.partitions(state, topic))
-               and len(traffic.partitions(state, topic)) == 6, "the topic led by broker 0")
+    # every partition led by broker 0: badly skewed
+    placed_topic(state, "serve-leaders", {p: [0, 1 + p % 2, 2 - p % 2] for p in range(6)})
     with bench(state, tmp_path, '[actions]\nrebalance_leaders = "auto"\n') as b:
         serve = b.serve()
         plan = plan_leaders(b.model())
-        ours = {tp.partition for tp in plan.election if tp.topic == topic}
-        assert ours, "the planner should move some of the topic's leaders off broker 0"
+        assert plan.election, "broker 0 leads the whole topic: the planner must move some"
         aid = b.propose(b.action("rebalance_leaders", plan, "broker 0 leads too much"))
         done = serve.wait_state(aid, {"succeeded"}, timeout=120)
         assert any(a["reason"].startswith("preferred election run") for a in done["audit"])
         target = {(t.topic, t.partition): t.replicas for t in plan.reassignment.partitions}
-        now = {p["partition_index"]: p for p in traffic.partitions(state, topic)}
-        for tp in plan.election:
-            if tp.topic != topic:
-                continue
-            p = now[tp.partition]
-            assert tuple(p["replica_nodes"]) == target[(topic, tp.partition)]
-            assert p["leader_id"] == target[(topic, tp.partition)][0], tp
+        now = {(p.topic, p.partition): p for p in b.model().partitions}
+        for tp in plan.election:  # whichever partitions the planner chose
+            p = now[(tp.topic, tp.partition)]
+            assert tuple(r.broker for r in p.replicas) == target[(tp.topic, tp.partition)]
+            assert p.leader == target[(tp.topic, tp.partition)][0], tp
 
 
 def test_a_plan_already_carried_out_by_hand_is_superseded_and_changes_nothing(
         sandbox: SandboxState, tmp_path: Path) -> None:
     from kafka import TopicPartition
-    from kafka.admin import NewTopic
 
     state = sandbox
-    topic = f"serve-stale-{int(time.time())}"
-    with kafka_admin(state) as admin:
-        admin.create_topics([NewTopic(topic, num_partitions=-1, replication_factor=-1,
-                                      replica_assignments={0: [0, 1, 2]})])
-    wait_until(lambda: traffic.leader_of(state, topic, 0) == 0, "the topic led by broker 0")
-    plan = {"reassignment": {"version": 1, "partitions": [
-        {"topic": topic, "partition": 0, "replicas": [1, 0, 2]}]},
-        "election": {"partitions": [{"topic": topic, "partition": 0}]}}
+    topic = placed_topic(state, "serve-stale", {0: [0, 1, 2]})
+    plan = reorder_plan(topic, [1, 0, 2])
     with bench(state, tmp_path, '[actions]\nrebalance_leaders = "auto"\n') as b:
         action = b.action("rebalance_leaders", plan, "broker 1 should lead")
         # An operator does exactly this by hand before the action arrives.
@@ -143,17 +126,10 @@ def test_a_plan_already_carried_out_by_hand_is_superseded_and_changes_nothing(
 def test_a_finished_action_reopens_only_when_the_problem_is_back(sandbox: SandboxState,
                                                                  tmp_path: Path) -> None:
     from kafka import TopicPartition
-    from kafka.admin import NewTopic
 
     state = sandbox
-    topic = f"serve-again-{int(time.time())}"
-    with kafka_admin(state) as admin:
-        admin.create_topics([NewTopic(topic, num_partitions=-1, replication_factor=-1,
-                                      replica_assignments={0: [0, 1, 2]})])
-    wait_until(lambda: traffic.leader_of(state, topic, 0) == 0, "the topic led by broker 0")
-    plan = {"reassignment": {"version": 1, "partitions": [
-        {"topic": topic, "partition": 0, "replicas": [1, 0, 2]}]},
-        "election": {"partitions": [{"topic": topic, "partition": 0}]}}
+    topic = placed_topic(state, "serve-again", {0: [0, 1, 2]})
+    plan = reorder_plan(topic, [1, 0, 2])
     with bench(state, tmp_path, '[actions]\nrebalance_leaders = "auto"\n') as b:
         serve = b.serve()
         action = b.action("rebalance_leaders", plan, "broker 1 should lead")

@@ -12,7 +12,7 @@ from remediation.plan import plan_disks
 from sandbox.fill import fill_disk
 from sandbox.state import SandboxState
 from sandbox.status import kafka_admin, placement
-from tests.integration.serve_harness import Bench, bench, wait_until
+from tests.integration.serve_harness import Bench, audit_text, bench, wait_until
 from tests.integration.test_executor_moves import delete_topic, dir_throttles
 
 pytestmark = pytest.mark.integration
@@ -39,7 +39,10 @@ def start_slow_moves(state: SandboxState, b: Bench, broker: int, topic: str) -> 
     aid = b.propose(b.action("move_replica_dirs", plan, "even out the disks",
                              bytes_moved=sum(m.size_bytes for m in plan.moves)))
     serve.wait_state(aid, {"executing"})
-    wait_until(lambda: where(state, topic, broker)[1], "a log-dir move in flight", 30)
+    try:
+        wait_until(lambda: where(state, topic, broker)[1], "a log-dir move in flight", 30)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{audit_text(serve.action(aid))}") from None
     return aid, serve
 
 

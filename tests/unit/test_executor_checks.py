@@ -157,3 +157,11 @@ def test_verify_wants_the_target_replicas_all_in_sync_and_in_their_dirs() -> Non
     unled = cluster(partition("t", 0, [2, 1, 3], leader=1))
     assert verify(leaders([2, 1, 3]), unled) == [
         "t-0 is led by broker 1, the plan wants 2"]
+
+
+def test_a_replica_list_still_holding_the_removed_replica_counts_as_in_flight() -> None:
+    # The controller finished, but the broker answering Metadata has not caught up yet.
+    lagging = LiveView(cluster(partition("t", 0, [1, 4, 3])).model)
+    st = status(fix([1, 4]), lagging)
+    assert st.in_flight == ("t-0: finishing, metadata still lists [1, 4, 3]",)
+    assert not st.not_started

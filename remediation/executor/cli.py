@@ -1,0 +1,124 @@
+"""`selfheal execute`: run one action record in the foreground, without the service.
+
+For an operator or a scheduled job (Airflow) with a plan in hand: the same checks, policy,
+throttles, journal and audit as `selfheal serve`, in the same store, under the same lock
+(so it never runs beside a serve), printing each step as it happens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+DESCRIPTION = """\
+Execute one action record (the JSON of selfheal.actions; '-' reads stdin) against the
+configured cluster and wait until it ends. The record is checked like any other (schema,
+id, brokers and dirs the cluster has), the live cluster is re-read before every step, and
+the policy decides: an action that needs approval is refused unless --approve is given.
+
+Exit status: 0 succeeded, or superseded (the cluster no longer needs it); 1 failed,
+cancelled or expired; 2 refused (bad record or plan, or another executor holds the lock);
+3 needs approval.
+"""
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("execute", help="run one action record in the foreground",
+                              description=DESCRIPTION,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("record", help="action record JSON file, or - for stdin")
+    p.add_argument("--approve", action="store_true",
+                   help="approve it if the policy asks for approval (you are the human)")
+    p.add_argument("--actor", default="cli", help="who approves, for the audit (default cli)")
+    p.add_argument("--config", help="selfheal TOML config (default $SELFHEAL_CONFIG)")
+    p.add_argument("--policy", help="executor policy TOML (default: the config's policy)")
+    p.add_argument("--lock-wait", type=float, default=10.0, metavar="SECONDS",
+                   help="how long to wait for the executor lock (default 10)")
+    p.set_defaults(func=_execute)
+
+
+def _execute(args: argparse.Namespace) -> int:
+    import threading
+    import time
+
+    from remediation.cli import CliError
+    from remediation.config import ConfigError, load
+    from remediation.executor import lock
+    from remediation.executor.cluster import ClusterError, KafkaCluster
+    from remediation.executor.lifecycle import State
+    from remediation.executor.policy import PolicyError, policy_for
+    from remediation.executor.runner import Executor, Timeouts
+    from remediation.executor.store import ActionStore
+    from remediation.live import LiveReadError, open_admin
+
+    try:
+        config = load(args.config)
+        policy = policy_for(config.policy, args.policy)
+        servers = config.require_bootstrap_servers()
+    except (ConfigError, PolicyError) as exc:
+        raise CliError(str(exc)) from None
+    try:
+        raw = sys.stdin.buffer.read() if args.record == "-" else open(args.record, "rb").read()
+    except OSError as exc:
+        raise CliError(f"cannot read {args.record}: {exc.strerror}") from None
+
+    def say(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    leadership = lock.leadership_for(config, lock.identity() + " (selfheal execute)", say)
+    waited = threading.Event()
+    timer = threading.Timer(args.lock_wait, waited.set)
+    timer.daemon = True
+    timer.start()
+    try:
+        if not leadership.wait(waited):
+            raise CliError(f"the executor lock is held by {leadership.holder() or 'another'}"
+                           f" executor: a selfheal serve is running; produce the action to "
+                           f"{config.topic('actions')} instead, or stop it", 2)
+        timer.cancel()
+        config.serve.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+        with ActionStore(config.serve.sqlite_path) as store, \
+                open_admin(servers, client_id="selfheal-execute") as admin:
+            executor = Executor(store, KafkaCluster(admin, config.cluster.cluster_id), policy,
+                                timeouts=Timeouts(config.serve.execution_timeout_seconds,
+                                                  config.serve.verify_timeout_seconds),
+                                is_leader=leadership.is_leader, log=say)
+            try:
+                received = executor.receive(raw, f"file {args.record}")
+            except ClusterError as exc:
+                raise CliError(str(exc), 1) from None
+            if received.outcome == "rejected" or received.action_id is None:
+                raise CliError(received.reason, 2)
+            aid = received.action_id
+            shown = 0
+            while True:
+                row = store.get(aid)
+                assert row is not None
+                for entry in store.audit(aid)[shown:]:
+                    change = (entry.to_state if entry.from_state == entry.to_state
+                              else f"{entry.from_state or 'new'} -> {entry.to_state}")
+                    say(f"{aid[:12]} {change}: {entry.reason}")
+                shown = len(store.audit(aid))
+                if row.state is State.AWAITING_APPROVAL:
+                    if not args.approve:
+                        raise CliError(f"action {aid[:12]} needs approval; run again with "
+                                       "--approve, or approve it in selfheal serve", 3)
+                    target = State.SUCCEEDED if row.type == "page_operator" else State.APPROVED
+                    store.transition(aid, target, args.actor, "approved on the command line "
+                                     "(--approve)", expect=frozenset({row.state}))
+                    continue
+                if not row.open:
+                    print(f"{aid} {row.state}")
+                    return 0 if row.state in (State.SUCCEEDED, State.SUPERSEDED) else 1
+                try:
+                    executor.tick()
+                    time.sleep(config.serve.tick_seconds)
+                except KeyboardInterrupt:  # revert what runs; a second ^C leaves it to serve
+                    say("interrupted: cancelling (what is in flight is reverted)")
+                    store.request_cancel(aid, args.actor, "interrupted on the command line")
+    except LiveReadError as exc:
+        raise CliError(str(exc), 1) from None
+    finally:
+        timer.cancel()
+        leadership.close()
