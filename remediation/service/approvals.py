@@ -68,10 +68,10 @@ class Approvals:
         row = self.store.get(claims.action_id)
         if row is None or row.state is not State.AWAITING_APPROVAL:
             state = "unknown" if row is None else row.state.value
-            exc = LinkRefused(Refusal.WRONG_ACTION, f"this action is {state}, not waiting for "
-                              "approval; open the action page to see what happened")
-            self._refused(token, exc, claims.action_id)
-            raise exc
+            closed = LinkRefused(Refusal.WRONG_ACTION, f"this action is {state}, not waiting "
+                                 "for approval; open the action page to see what happened")
+            self._refused(token, closed, claims.action_id)
+            raise closed
         return claims, row
 
     def approve_by_link(self, token: str, csrf: str, now: datetime | None = None) -> ActionRow:
@@ -79,10 +79,10 @@ class Approvals:
         now = now or datetime.now(UTC)
         claims, row = self.check_link(token, now)
         if not self.signer.check_csrf(claims.nonce, csrf):
-            exc = LinkRefused(Refusal.TAMPERED, "the confirm form did not come from the "
-                              "approval page; open the link from the alert again")
-            self._refused(token, exc, claims.action_id)
-            raise exc
+            forged = LinkRefused(Refusal.TAMPERED, "the confirm form did not come from the "
+                                 "approval page; open the link from the alert again")
+            self._refused(token, forged, claims.action_id)
+            raise forged
         try:
             self.signer.redeem(token, now, claims.action_id)
         except LinkRefused as exc:

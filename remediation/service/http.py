@@ -322,7 +322,8 @@ class ServiceServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host}:{port}"
+        name = host.decode() if isinstance(host, bytes) else host
+        return f"http://{name}:{port}"
 
 
 def start(host: str, port: int, service: Service) -> tuple[ServiceServer, threading.Thread]:

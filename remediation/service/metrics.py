@@ -7,7 +7,6 @@ leader); counters are this process's own since it started.
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from collections.abc import Callable, Iterable
 
 from remediation.executor.store import ActionStore
@@ -20,11 +19,12 @@ class Counters:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._counts: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
+        self._counts: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
 
     def inc(self, name: str, amount: float = 1, **labels: str) -> None:
         with self._lock:
-            self._counts[(name, tuple(sorted(labels.items())))] += amount
+            key = (name, tuple(sorted(labels.items())))
+            self._counts[key] = self._counts.get(key, 0) + amount
 
     def items(self) -> list[tuple[str, tuple[tuple[str, str], ...], float]]:
         with self._lock:
