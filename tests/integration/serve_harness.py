@@ -212,6 +212,28 @@ class Bench:
         self.produce(action.to_json(), key=action.key())
         return action.action_id
 
+    def read_topic(self, name: str, want: Callable[[list[dict[str, Any]]], bool],
+                   timeout: float = 60.0) -> list[dict[str, Any]]:
+        """Every record of one of this bench's topics, read until `want(records)` holds."""
+        from streams import bus
+
+        config = self.config
+        consumer = bus.consumer(config, f"test-{uuid.uuid4().hex[:8]}",
+                                **{"auto.offset.reset": "earliest"})
+        consumer.subscribe([config.topic(name)])
+        found: list[dict[str, Any]] = []
+
+        def more() -> bool:
+            found.extend(json.loads(m.value()) for m in consumer.consume(100, timeout=0.5)
+                         if m.error() is None)
+            return want(found)
+
+        try:
+            wait_until(more, f"the records wanted on {config.topic(name)}", timeout, every=0)
+        finally:
+            consumer.close()
+        return found
+
     def snapshot(self) -> dict[str, Any]:
         with open_admin(self.state.bootstrap_servers) as admin:
             return read_snapshot(admin, self.state.cluster_id)

@@ -86,6 +86,12 @@ def test_rebalance_leaders_puts_each_leader_where_the_plan_says(sandbox: Sandbox
         aid = b.propose(b.action("rebalance_leaders", plan, "broker 0 leads too much"))
         done = serve.wait_state(aid, {"succeeded"}, timeout=120)
         assert any(a["reason"].startswith("preferred election run") for a in done["audit"])
+        # Every state change is on the compacted action-status topic, keyed by the action.
+        statuses = b.read_topic("action-status", lambda found: any(
+            r["state"] == "succeeded" for r in found))
+        assert [r["state"] for r in statuses if r["action_id"] == aid] == [
+            "proposed", "approved", "executing", "verifying", "succeeded"]
+        assert {r["cluster_id"] for r in statuses} == {state.cluster_id}
         target = {(t.topic, t.partition): t.replicas for t in plan.reassignment.partitions}
         now = {(p.topic, p.partition): p for p in b.model().partitions}
         for tp in plan.election:  # whichever partitions the planner chose

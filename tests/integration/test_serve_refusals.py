@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,23 +16,6 @@ from sandbox.state import SandboxState
 from tests.integration.serve_harness import bench, wait_until
 
 pytestmark = pytest.mark.integration
-
-
-def dead_letters(config, want: int, timeout: float = 60.0) -> list[dict]:
-    from streams import bus
-
-    consumer = bus.consumer(config, f"test-{uuid.uuid4().hex[:8]}",
-                            **{"auto.offset.reset": "earliest"})
-    consumer.subscribe([config.topic("dead-letter")])
-    found: list[dict] = []
-    try:
-        wait_until(lambda: found.extend(json.loads(m.value()) for m in
-                                        consumer.consume(100, timeout=0.5)
-                                        if m.error() is None) or len(found) >= want,
-                   f"{want} dead letters", timeout, every=0)
-    finally:
-        consumer.close()
-    return found
 
 
 def test_bad_records_and_plans_are_refused_with_reasons(sandbox: SandboxState,
@@ -71,7 +53,7 @@ def test_bad_records_and_plans_are_refused_with_reasons(sandbox: SandboxState,
 
         status, body = serve.api("GET", "/actions")
         assert status == 200 and body["actions"] == []  # nothing became an action
-        letters = dead_letters(b.config, 4)
+        letters = b.read_topic("dead-letter", lambda found: len(found) >= 4)
         assert sorted(d["reason"] for d in letters) == sorted(reasons)
         assert {d["source_topic"] for d in letters} == {b.config.topic("actions")}
         status, text, _ = serve.http("GET", "/metrics")
