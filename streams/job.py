@@ -1,6 +1,7 @@
 """The Spark Structured Streaming job behind `selfheal stream`.
 
     Kafka source (broker-metrics, logdir-events, cluster-snapshots)
+      -> in the JVM, drop certainly-valid partition-size samples (streams/prescreen.py)
       -> mapInPandas: decode, validate with Great Expectations, keep what detection
          reads (streams/signals.py); bad records become dead letters here
       -> event-time watermark; groupBy(cluster) -> applyInPandasWithState on the RocksDB
@@ -37,6 +38,7 @@ from streams.stateful import DEAD_LETTER, DECISION, NOTE, OUTCOME_DDL, STATE_DDL
 INPUT_TOPICS = {"broker-metrics": "broker-metric", "logdir-events": "logdir-event",
                 "cluster-snapshots": "cluster-snapshot"}
 QUERY_NAME = "selfheal-detect"
+PRESCREEN = "prescreen"  # the observed metrics of the fast path
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 Say = Callable[[str], None]
@@ -184,10 +186,12 @@ def warm_up(spark: Any) -> None:
 
 def build_query(spark: Any, config: Config, options: JobOptions, sink: BatchSink) -> Any:
     """Define and start the streaming query."""
+    from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     from streams.bus import MAX_MESSAGE_BYTES
     from streams.facts import FactLimits
+    from streams.prescreen import fast_path
     from streams.signals import SIGNAL_DDL, to_signals
     from streams.stateful import detect_group
 
@@ -205,6 +209,13 @@ def build_query(spark: Any, config: Config, options: JobOptions, sink: BatchSink
         .option("kafka.fetch.max.wait.ms", "10")
         .load()
         .select("topic", "partition", "offset", "timestamp", "value")
+        # Certainly-valid partition-size samples stop here, in the JVM: they are nearly
+        # all the input and detection does not read them (streams/prescreen.py).
+        .withColumn("fast", fast_path(config.topic("broker-metrics")))
+        .observe(PRESCREEN, F.count(F.lit(1)).alias("rows"),
+                 F.sum(F.col("fast").cast("long")).alias("fast"))
+        .where(~F.col("fast"))
+        .drop("fast")
     )
     # Not one validating task per topic partition: each GX run has a fixed cost, so
     # fewer, bigger frames are cheaper.
@@ -250,7 +261,7 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
                                       extra_conf=spark_conf(config, options.master))
         spark.sparkContext.setLogLevel("ERROR")
         warm_up(spark)
-        spark.streams.addListener(progress_listener(metrics, say))
+        spark.streams.addListener(progress_listener(metrics, say, PRESCREEN))
         sink = BatchSink(config, metrics, say)
         query = build_query(spark, config, options, sink)
         say(f"running: query {query.id}, checkpoint {options.checkpoint}, "

@@ -59,6 +59,9 @@ class StreamMetrics:
                                     registry=r)
         self.state_rows = Gauge("selfheal_stream_state_rows",
                                 "Keys in the detector's state store", registry=r)
+        self.fast_rows = Counter("selfheal_stream_fast_path_rows",
+                                 "Valid partition-size samples dropped in the JVM, unread "
+                                 "by detection (streams/prescreen.py)", registry=r)
         self.notes = Counter("selfheal_stream_notes",
                              "Things the operator should read that are not actions",
                              registry=r)
@@ -89,17 +92,22 @@ class StreamMetrics:
             return self._pending.pop(batch_id, BatchOutput())
 
 
-def progress_line(batch_id: int, rows: int, seconds: float, output: BatchOutput) -> str:
-    """``batch 12: 4210 rows, 1 action (fix_offline_replicas), 0 dead letters, 0.84 s``."""
+def progress_line(batch_id: int, rows: int, seconds: float, output: BatchOutput,
+                  fast: int = 0) -> str:
+    """``batch 12: 4210 rows (4100 on the fast path), 1 action (fix_offline_replicas),
+    0 dead letters, 0.84 s``."""
     count = sum(output.actions.values())
     kinds = ", ".join(f"{n} {t}" if n > 1 else t for t, n in sorted(output.actions.items()))
     actions = f"{count} action{'s' if count != 1 else ''}" + (f" ({kinds})" if kinds else "")
     letters = f"{output.dead_letters} dead letter{'s' if output.dead_letters != 1 else ''}"
-    return f"batch {batch_id}: {rows} rows, {actions}, {letters}, {seconds:.2f} s"
+    read = f"{rows} rows" + (f" ({fast} on the fast path)" if fast else "")
+    return f"batch {batch_id}: {read}, {actions}, {letters}, {seconds:.2f} s"
 
 
-def progress_listener(metrics: StreamMetrics, say: Callable[[str], None]) -> Any:
-    """A `StreamingQueryListener` that updates ``metrics`` and says one line per batch."""
+def progress_listener(metrics: StreamMetrics, say: Callable[[str], None],
+                      observed: str | None = None) -> Any:
+    """A `StreamingQueryListener` that updates ``metrics`` and says one line per batch;
+    ``observed`` names the query's fast-path metrics (rows, fast)."""
     from pyspark.sql.streaming import StreamingQueryListener
 
     class Listener(StreamingQueryListener):  # type: ignore[misc]
@@ -116,8 +124,11 @@ def progress_listener(metrics: StreamMetrics, say: Callable[[str], None]) -> Any
             for op in p.stateOperators or ():
                 metrics.dropped_late.inc(op.numRowsDroppedByWatermark or 0)
                 metrics.state_rows.set(op.numRowsTotal or 0)
+            seen = (p.observedMetrics or {}).get(observed) if observed else None
+            fast = int(seen["fast"] or 0) if seen is not None else 0
+            metrics.fast_rows.inc(fast)
             say(progress_line(p.batchId, p.numInputRows, seconds,
-                              metrics.batch_output(p.batchId)))
+                              metrics.batch_output(p.batchId), fast))
 
         def onQueryIdle(self, event: Any) -> None:
             pass

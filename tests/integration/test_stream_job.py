@@ -31,7 +31,7 @@ from sandbox import cluster, traffic
 from sandbox.loop import render_toml
 from sandbox.status import KAFKA_STORAGE_ERROR, log_dir_errors
 from schemas.records import rfc3339
-from schemas.registry import validate
+from schemas.registry import dumps, validate
 from schemas.snapshot import snapshot_from_dict
 from tests.integration.test_log_dir_failure import scrape, wait_until
 
@@ -39,6 +39,7 @@ pytestmark = pytest.mark.integration
 
 GIB = 1 << 30
 SKEW_WINDOW = 5.0
+FAST_SAMPLES = 50
 
 
 class StreamJob:
@@ -50,7 +51,7 @@ class StreamJob:
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
 
-    def start(self) -> None:
+    def start(self, fresh: bool = True) -> None:
         self.lines.append("(job starting)")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "remediation.cli", "--config", str(self.config_path),
@@ -58,6 +59,10 @@ class StreamJob:
             env=self.env)
         threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
         self.wait_for("[stream] running:", 240)
+        if fresh:
+            # The default start is "latest", resolved by the first batch: only what
+            # comes after it is read. (A restart resumes from the checkpoint instead.)
+            self.wait_for("[stream] batch ", 120)
 
     def _read(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
@@ -162,8 +167,7 @@ def stream(sandbox, tmp_path_factory):
     config_path = work / "selfheal.toml"
     config_path.write_text(render_toml({}, {
         "bus": {"topic_prefix": prefix},
-        "stream": {"checkpoint_dir": work / "checkpoints", "starting_offsets": "earliest",
-                   "metrics_http_port": 0},
+        "stream": {"checkpoint_dir": work / "checkpoints", "metrics_http_port": 0},
         "detect": {"skew_window_seconds": SKEW_WINDOW,
                    # Leader balance on the sandbox is not what these tests are about.
                    "leader_window_seconds": 86400.0},
@@ -283,7 +287,7 @@ def test_a_real_dir_failure_is_proposed_once_even_after_a_restart_and_a_replay(
         # Restart from the checkpoint, and replay what was sent.
         assert job.stop() == 0
         assert "[stream] stopped" in job.lines
-        job.start()
+        job.start(fresh=False)
         for event in events:
             bus.send("logdir-events", event)
         bus.send("cluster-snapshots", after, cluster_id.encode())
@@ -362,9 +366,14 @@ def test_bad_records_on_every_topic_become_dead_letters_and_detection_goes_on(
     job, bus = stream
     cluster_id = cid("after-garbage")
     good_metric = gauge(cluster_id, 1, "/d", 0)
+    size = {**good_metric, "metric": "kafka_log_size", "labels": {"topic": "t", "partition": "0"},
+            "value": 4096.0}
     bad = {
         "broker-metrics": [b"\x00\xffnot json", {**good_metric, "broker": "one"},
-                           {k: v for k, v in good_metric.items() if k != "value"}],
+                           {k: v for k, v in good_metric.items() if k != "value"},
+                           # in the canonical form of a size sample, but no such day:
+                           # the fast path must leave it to the suite
+                           dumps({**size, "event_time": "2026-02-30T00:00:00.000Z"})],
         "logdir-events": [b"{truncated", {**logdir_event(cluster_id, datetime.now(UTC)),
                                           "kind": "disk_on_fire"}, {"version": 1}],
         "cluster-snapshots": [b"\xc3\x28", {"version": 1, "cluster_id": cluster_id},
@@ -373,6 +382,9 @@ def test_bad_records_on_every_topic_become_dead_letters_and_detection_goes_on(
     # The snapshot topic is compacted: Kafka refuses records without a key there.
     sent = [(topic, bus.send(topic, value, cluster_id.encode()))
             for topic, values in bad.items() for value in values]
+    # Good size samples as the collectors write them: they take the fast path, silently.
+    fine = [bus.send("broker-metrics", dumps({**size, "value": float(n)}))
+            for n in range(FAST_SAMPLES)]
     letters = awaited(job, lambda: [bus.dead_letter_at(t, w) for t, w in sent]
                       if all(bus.dead_letter_at(t, w) for t, w in sent) else None,
                       "dead letter for every bad record")
@@ -383,9 +395,12 @@ def test_bad_records_on_every_topic_become_dead_letters_and_detection_goes_on(
     assert reasons[0].startswith("$: not UTF-8 text") or reasons[0].startswith("$: not JSON")
     assert reasons[1].startswith("broker: expected integer, got string")
     assert reasons[2].startswith("value: required field is missing")
-    assert "kind: 'disk_on_fire' is not one of" in reasons[4]
-    assert reasons[8].startswith("brokers: expected array, got string")
+    assert reasons[3].startswith("event_time: expected date-time, got string")
+    assert "kind: 'disk_on_fire' is not one of" in reasons[5]
+    assert reasons[9].startswith("brokers: expected array, got string")
     assert letters[0]["raw"] == "\x00\ufffdnot json"
+    bus.settle()
+    assert not any(bus.dead_letter_at("broker-metrics", w) for w in fine)
 
     # ... and the job still detects the next failure.
     bus.send("cluster-snapshots", live_snapshot(sandbox, cluster_id), cluster_id.encode())
@@ -418,6 +433,7 @@ def test_the_metrics_endpoint_counts_what_the_job_did(stream):
     assert samples[("selfheal_stream_detection_latency_seconds_count",
                     (("type", "fix_offline_replicas"),))] >= 1
     assert samples[("selfheal_stream_input_rows_total", ())] > 0
+    assert samples[("selfheal_stream_fast_path_rows_total", ())] >= FAST_SAMPLES
     assert samples[("selfheal_stream_batch_duration_seconds_count", ())] > 0
     assert any(x.startswith("[stream] batch ") and " rows, " in x for x in job.lines)
 
