@@ -176,16 +176,22 @@ def _replica(key: tuple[str, int], broker: int, answer: BrokerDirs | None,
              memory: PlacementMemory) -> dict[str, Any]:
     rkey = (key[0], key[1], broker)
     if answer is not None and key in answer.replicas:
-        path, size = answer.replicas[key]
-        memory.replica_dirs[rkey] = path
+        listed, size = answer.replicas[key]
+        memory.replica_dirs[rkey] = listed
         memory.replica_sizes[rkey] = size
-        return {"broker": broker, "log_dir": path, "size_bytes": size}
+        return {"broker": broker, "log_dir": listed, "size_bytes": size}
     # Not listed: its dir failed (a failed dir lists nothing), its broker is down, or it
     # is being created by a reassignment. Keep the last known dir only if that dir is
     # no longer online, so a fresh replica is never pinned to a dir it is not on.
-    path = memory.replica_dirs.get(rkey)
+    path: str | None = memory.replica_dirs.get(rkey)
     if path is not None and answer is not None and answer.dirs.get(path, {}).get("online"):
         path = None
+    if path is None and answer is not None and rkey not in memory.replica_dirs:
+        # Never seen (a topic made just before the failure): every replica lives in some
+        # dir, so with exactly one dir offline, that is where it was.
+        offline = [p for p, info in answer.dirs.items() if not info["online"]]
+        if len(offline) == 1:
+            path = offline[0]
     return {"broker": broker, "log_dir": path, "size_bytes": memory.replica_sizes.get(rkey, 0)}
 
 

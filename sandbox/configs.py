@@ -73,6 +73,10 @@ def _common_broker_props(broker_count: int, log_dirs: list[Path]) -> dict[str, o
         "num.recovery.threads.per.data.dir": 1,
         "background.threads": 4,
         "replica.socket.timeout.ms": 10000,
+        # A follower whose dir failed stops fetching; in KRaft mode acks=all writes wait
+        # for it until the leader shrinks the ISR after this long (30 s by default). The
+        # sandbox's event bus lives on the cluster it watches, so keep that wait short.
+        "replica.lag.time.max.ms": 10000,
         "delete.topic.enable": "true",
     }
 

@@ -124,6 +124,10 @@ def producer(config: Config, **overrides: Any) -> Any:
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": 20,
+        # A write parked on a leader whose log dir just failed is only answered when the
+        # broker's wait (this timeout) ends; 30 s by default. Retrying sooner is safe with
+        # idempotence, and it keeps a failure's own events from waiting behind it.
+        "request.timeout.ms": 5000,
         "compression.type": "zstd",
         "message.max.bytes": MAX_MESSAGE_BYTES,
         **overrides,

@@ -1,0 +1,55 @@
+"""Detect, end to end on the KRaft sandbox (KIP-858 JBOD): no ZooKeeper, so the snapshot
+collector's DescribeLogDirs probe reports the failed dir, and the job proposes the fix."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from sandbox import cluster, loop, traffic
+from tests.e2e.test_detect_loop import fail_and_wait_for_fix, on_dir_now, wait_for_batches
+from tests.integration.collect_support import TopicReader
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_failed_dir_on_kraft_yields_one_fix_within_30_s(kraft_sandbox, tmp_path_factory):
+    state = kraft_sandbox
+    prefix = f"e2ek{uuid.uuid4().hex[:6]}."
+    the_loop = loop.start(
+        state, tmp_path_factory.mktemp("detect-loop-kraft"),
+        names=("collect-metrics", "collect-snapshots", "stream"),
+        overrides={"bus": {"topic_prefix": prefix},
+                   "detect": {"leader_window_seconds": 86400.0,
+                              "disk_skew_min_bytes": 1 << 40}})
+    readers = {}
+    topic = f"e2e-kraft-{uuid.uuid4().hex[:6]}"
+    broker = 2
+    path = None
+    try:
+        wait_for_batches(the_loop, 0)
+        for name in ("actions", "logdir-events"):
+            readers[name] = TopicReader(state, prefix + name)
+            readers[name].start()
+        traffic.create_topic(state, topic, partitions=6, replication_factor=2)
+        traffic.produce(state, topic, 60)
+        path = next(d for d in state.broker(broker).log_dirs
+                    if any(t == topic for t, _ in on_dir_now(state, broker, d)))
+        fix, latency = fail_and_wait_for_fix(state, the_loop, readers, broker, path, topic)
+        print(f"\nKRaft: dir offline event -> action on the bus: {latency:.2f} s")
+        assert latency < 30.0
+        assert fix["trigger"]["kind"] == "logdir_event"
+        # More probes and snapshots report the same dir; still one fix.
+        wait_for_batches(the_loop, 10)
+        wait_for_batches(the_loop, sum(1 for line in the_loop.pieces["stream"].log_tail(
+            100000).splitlines() if line.startswith("[stream] batch")) + 8)
+        fixes = [m for m in readers["actions"].messages if fix["action_id"].encode() in m.value]
+        assert len(fixes) == 1
+    finally:
+        for reader in readers.values():
+            reader.stop()
+        the_loop.stop_all()
+        if path is not None and cluster.disk_failed(path):
+            cluster.heal_disk(state, broker, path)
+            state.reload()
