@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Self-healing for Apache Kafka JBOD storage and rack placement.",
     )
     parser.add_argument(
-        "--config", metavar="PATH",
+        "--config", metavar="PATH", dest="global_config",
         help="the configuration file (TOML, see remediation/selfheal.example.toml); "
              "default $SELFHEAL_CONFIG, else built-in defaults aimed at the running sandbox")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -57,13 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.config is not None:
-        if not os.path.isfile(args.config):
-            print(f"selfheal: --config {args.config}: no such file", file=sys.stderr)
+    # dest differs from "config": a sub-command's own --config default must not erase it.
+    if args.global_config is not None:
+        if not os.path.isfile(args.global_config):
+            print(f"selfheal: --config {args.global_config}: no such file", file=sys.stderr)
             return 2
         # Every handler reads its configuration through remediation.config.load(), which
         # takes the file from the environment; this makes --config mean the same everywhere.
-        os.environ["SELFHEAL_CONFIG"] = os.path.abspath(args.config)
+        os.environ["SELFHEAL_CONFIG"] = os.path.abspath(args.global_config)
     try:
         result = args.func(args)
     except CliError as exc:

@@ -7,11 +7,12 @@ from typing import Any
 
 def register(subparsers: Any) -> None:
     sub = subparsers.add_parser("probe", help="print the configured disk skew threshold")
+    sub.add_argument("--config", help="a sub-command's own --config, as `serve` has")
     sub.set_defaults(func=_probe)
 
 
 def _probe(args: Any) -> int:
     from remediation.config import load
 
-    print(load(use_sandbox=False).detect.disk_skew_threshold)
+    print(load(args.config, use_sandbox=False).detect.disk_skew_threshold)
     return 0
