@@ -1,0 +1,159 @@
+"""The whole loop on the ZooKeeper sandbox, as an operator lives it: a disk fails under
+traffic; the collectors and the Spark job propose the fix; Alertmanager pages with the
+alert; a human opens the one-click link in a real browser (Debian's Chromium through
+Playwright) and confirms; `selfheal serve` moves the replicas; the cluster is whole and
+the consumer has every acknowledged message exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from sandbox import alertmanager, cluster, loop, traffic
+from sandbox.state import SandboxState
+from tests.e2e.test_detect_loop import on_dir_now, wait_for_batches
+
+pytestmark = pytest.mark.e2e
+
+POLICY = """
+[actions]
+fix_offline_replicas = "approve"
+"""
+
+
+def api(the_loop: loop.Loop, method: str, path: str, body: Any = None) -> Any:
+    request = urllib.request.Request(
+        f"{the_loop.serve_url}/api{path}", method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {the_loop.api_token}",
+                 "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        return json.load(resp)
+
+
+def wait(check, what: str, the_loop: loop.Loop, timeout: float = 120.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        the_loop.check_alive()
+        try:
+            value = check()
+        except (urllib.error.URLError, ConnectionError):
+            value = None  # serve still starting
+        if value:
+            return value
+        assert time.monotonic() < deadline, (
+            f"no {what} within {timeout:.0f} s; serve's log ends:\n"
+            + the_loop.pieces["serve"].log_tail())
+        time.sleep(0.3)
+
+
+def test_a_failed_disk_is_healed_after_one_click_in_a_real_browser(
+        sandbox: SandboxState, tmp_path_factory, browser) -> None:
+    state = sandbox
+    work = tmp_path_factory.mktemp("heal-loop")
+    (work / "policy.toml").write_text(POLICY)
+    topic = f"e2e-heal-{uuid.uuid4().hex[:6]}"
+    traffic.create_topic(state, topic, partitions=6, replication_factor=2)
+    the_loop = loop.start(
+        state, work, overrides={"bus": {"topic_prefix": f"e2eh{uuid.uuid4().hex[:6]}."},
+                                "detect": {"leader_window_seconds": 86400.0,
+                                           "disk_skew_min_bytes": 1 << 40}},
+        policy=str(work / "policy.toml"))
+    consumer = traffic.BackgroundConsumer(state, topic)
+    producer = traffic.BackgroundProducer(state, topic, rate_per_s=100)
+    am = None
+    broker = 1
+    path = next(d for d in state.broker(broker).log_dirs
+                if any(t == topic for t, _ in on_dir_now(state, broker, d)))
+    try:
+        wait_for_batches(the_loop, 0)
+        wait(lambda: api(the_loop, "GET", "/actions") is not None, "serve API", the_loop)
+        am = alertmanager.start(work / "am", the_loop.serve_url.replace(
+            "http://", f"http://selfheal:{the_loop.api_token}@") + "/alertmanager")
+        consumer.start()
+        producer.start()
+        time.sleep(2)
+        on_failed = {p for t, p in on_dir_now(state, broker, path) if t == topic}
+        cluster.fail_disk(state, broker, path)
+
+        def awaiting() -> dict[str, Any] | None:
+            return next((a for a in api(the_loop, "GET", "/actions")["actions"]
+                         if a["type"] == "fix_offline_replicas"
+                         and a["state"] == "awaiting_approval"), None)
+
+        listed = wait(awaiting, "fix awaiting approval", the_loop, timeout=90)
+        aid = listed["id"]
+        am.fire({"alertname": "KafkaLogDirOffline", "broker": str(broker), "log_dir": path,
+                 "severity": "page"},
+                {"summary": f"log dir {path} on broker {broker} is offline"})
+        shown = wait(lambda: (a := api(the_loop, "GET", f"/actions/{aid}"))["alerts"] and a,
+                     "the alert linked to the fix", the_loop, timeout=30)
+        link = shown["approval_url"]
+
+        page = browser.new_page()
+        try:
+            page.goto(link)
+            body = page.content()
+            assert "KafkaLogDirOffline" in body  # the alert that caused it
+            for p in on_failed:
+                assert f"{topic}" in body and str(p) in body
+            clicked_at = time.monotonic()
+            page.get_by_role("button", name="Approve and run").click()
+            page.wait_for_load_state()
+            assert page.locator("h1").inner_text() == "Approved"
+            # The same link again (a second click, a replay): refused, nothing changes.
+            page.goto(link)
+            assert page.locator("h1").inner_text() == "Not approved"
+            assert page.get_by_role("button").count() == 0
+        finally:
+            page.close()
+
+        done = wait(lambda: (a := api(the_loop, "GET", f"/actions/{aid}"))["state"] in (
+            "succeeded", "failed", "cancelled", "superseded", "expired") and a,
+            "the fix finishing", the_loop, timeout=300)
+        healed = time.monotonic() - clicked_at
+        assert done["state"] == "succeeded", done
+        print(f"\nclick -> healthy cluster: {healed:.1f} s")
+        assert [e["actor"] for e in done["audit"] if e["to"] == "approved"] \
+            and sum(1 for e in done["audit"] if e["to"] == "approved") == 1
+
+        racks = {b.node_id: b.rack for b in state.brokers}
+        for p in traffic.partitions(state, topic):
+            name = f"{topic}-{p['partition_index']}"
+            assert len(p["replica_nodes"]) == 2, name
+            assert not p["offline_replicas"], name
+            assert len({racks[r] for r in p["replica_nodes"]}) == 2, name
+            assert p["leader_id"] in p["replica_nodes"], name
+        with urllib.request.urlopen(f"{the_loop.serve_url}/metrics", timeout=10) as resp:
+            assert b"selfheal" in resp.read()
+        from remediation.live import open_admin
+
+        with open_admin(state.bootstrap_servers) as admin:
+            leaderless = [(t["name"], p["partition_index"]) for t in admin.describe_topics()
+                          for p in t["partitions"] if p["leader_id"] in (None, -1)]
+        assert leaderless == []  # no offline partitions anywhere
+
+        time.sleep(2)
+        producer.stop()
+        assert len(producer.acked) > 200 and not producer.errors
+        assert consumer.wait_for(producer.acked, timeout=60), (
+            f"{len(set(producer.acked) - set(consumer.values))} acknowledged messages not "
+            f"read; consumer errors: {consumer.errors[:5]}")
+        counts = Counter(consumer.values)
+        assert [v for v in producer.acked if counts[v] != 1] == []
+    finally:
+        producer.stop()
+        consumer.stop()
+        if am is not None:
+            am.stop()
+        the_loop.stop_all()
+        if cluster.disk_failed(path):
+            cluster.heal_disk(state.reload(), broker, path)
