@@ -148,6 +148,10 @@ class Loop:
                 f"{p.name} (pid {p.pid}) is not running; its log {p.log} ends:\n{p.log_tail()}"
                 for p in dead))
 
+    def topic(self, name: str) -> str:
+        """A bus topic's full name under this loop's prefix: ``topic("actions")``."""
+        return str(self.config.get("bus", {}).get("topic_prefix", "selfheal.")) + name
+
     @property
     def serve_url(self) -> str:
         return f"http://127.0.0.1:{self.config['serve']['http_port']}"

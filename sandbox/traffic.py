@@ -6,9 +6,12 @@ every acknowledged message is consumed exactly once.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from sandbox.cluster import SandboxError, client_config
@@ -222,3 +225,62 @@ class BackgroundConsumer(threading.Thread):
     def stop(self) -> None:
         self._stop_event.set()
         self.join(timeout=30)
+
+
+def delivery_problems(producer: BackgroundProducer, consumer: BackgroundConsumer,
+                      timeout: float = 60.0) -> list[str]:
+    """Stop ``producer`` and check the promise: every acknowledged message read exactly
+    once by ``consumer``. Empty when kept; else what broke it."""
+    producer.stop()
+    problems = [f"producer error: {e}" for e in producer.errors[:5]]
+    if not consumer.wait_for(producer.acked, timeout=timeout):
+        missing = set(producer.acked) - set(consumer.values)
+        problems.append(f"{len(missing)} acknowledged messages not read within {timeout:.0f} s "
+                        f"(e.g. {sorted(missing)[:3]}); consumer errors: {consumer.errors[:5]}")
+    counts = Counter(consumer.values)
+    twice = [v for v in producer.acked if counts[v] > 1]
+    if twice:
+        problems.append(f"{len(twice)} acknowledged messages read more than once "
+                        f"(e.g. {twice[:3]})")
+    return problems
+
+
+class TopicTail:
+    """Reads JSON records from the current end of a topic (no group, no commits)."""
+
+    def __init__(self, state: SandboxState, topic: str, timeout: float = 60.0) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        self.consumer = Consumer({**client_config(state), "group.id": "unused",
+                                  "enable.auto.commit": False})
+        deadline = time.monotonic() + timeout
+        while True:
+            meta = self.consumer.list_topics(topic, timeout=10).topics[topic]
+            if meta.error is None and meta.partitions:
+                break
+            if time.monotonic() > deadline:
+                raise SandboxError(f"topic {topic} did not appear within {timeout:.0f} s")
+            time.sleep(0.5)
+        ends = [TopicPartition(topic, p, self.consumer.get_watermark_offsets(
+            TopicPartition(topic, p), 10)[1]) for p in meta.partitions]
+        self.consumer.assign(ends)
+
+    def wait_for(self, match: Callable[[dict[str, Any]], bool],
+                 timeout: float) -> tuple[dict[str, Any], float] | None:
+        """The first record ``match`` accepts and the wall-clock time it was read; None
+        after ``timeout``. Records that are not JSON objects are passed over."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for msg in self.consumer.consume(100, timeout=0.1):
+                if msg.error() is not None:
+                    continue
+                try:
+                    record = json.loads(msg.value())
+                except ValueError:
+                    continue
+                if isinstance(record, dict) and match(record):
+                    return record, time.time()
+        return None
+
+    def close(self) -> None:
+        self.consumer.close()
