@@ -438,30 +438,56 @@ def test_the_metrics_endpoint_counts_what_the_job_did(stream):
     assert any(x.startswith("[stream] batch ") and " rows, " in x for x in job.lines)
 
 
-def test_spark_reads_an_action_plan_back_as_its_raw_json_text(sandbox, stream):
+@pytest.fixture(scope="module")
+def local_spark():
+    """A plain session in this process (no job), for what only Spark itself can say."""
+    from streams.spark import session, stop
+
+    spark = session("selfheal-stream-checks", master="local[1]")
+    try:
+        yield spark
+    finally:
+        stop(spark)
+
+
+def test_spark_reads_an_action_plan_back_as_its_raw_json_text(sandbox, stream, local_spark):
     """schemas/spark.py types the free-form plan as a string: from_json must keep it whole."""
     from pyspark.sql import functions as F
 
     from schemas.spark import struct_type
-    from streams.spark import session, stop
 
     _, bus = stream
     written = {a["action_id"]: a["plan"] for t, a in list(bus.out)
                if t == bus.config.topic("actions")}
     assert written
-    spark = session("selfheal-plan-json-test", master="local[1]")
-    try:
-        rows = (spark.read.format("kafka")
-                .option("kafka.bootstrap.servers", sandbox.bootstrap_servers)
-                .option("subscribe", bus.config.topic("actions"))
-                .option("startingOffsets", "earliest").option("endingOffsets", "latest")
-                .load()
-                .select(F.from_json(F.col("value").cast("string"), struct_type("action"))
-                        .alias("a"))
-                .select("a.action_id", "a.plan").collect())
-    finally:
-        stop(spark)
+    rows = (local_spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", sandbox.bootstrap_servers)
+            .option("subscribe", bus.config.topic("actions"))
+            .option("startingOffsets", "earliest").option("endingOffsets", "latest")
+            .load()
+            .select(F.from_json(F.col("value").cast("string"), struct_type("action"))
+                    .alias("a"))
+            .select("a.action_id", "a.plan").collect())
     checked = [r for r in rows if r.action_id in written]
     assert checked
     for r in checked:
         assert isinstance(r.plan, str) and json.loads(r.plan) == written[r.action_id]
+
+
+def test_the_jvm_fast_path_decides_as_its_python_twin(local_spark):
+    """Java's regular expressions and UTF-8 check read the pattern as Python's do."""
+    from streams.prescreen import fast_path, is_fast
+
+    good = dumps({"version": 1, "cluster_id": "c", "event_time": "2026-11-22T03:50:54.123Z",
+                  "broker": 1, "rack": None, "metric": "kafka_log_size",
+                  "labels": {"topic": "t", "partition": "0"}, "value": 1048576.0})
+    cases = [good, good + b"\n", good + b"\r", good + "\u2028".encode(), None,
+             good.replace(b"11-22", b"02-30"), good.replace(b"2026-11-22", b"2024-02-29"),
+             good.replace(b"2026-11-22", b"2100-02-29"), good.replace(b"2026-11-22", b"2000-02-29"),
+             good.replace(b'"c"', b'"\xffc"'), good.replace(b'"c"', b'"c\x01"'),
+             good.replace(b'"t"', '"é中"'.encode()), good.replace(b"1048576.0", b"1e6"),
+             good.replace(b'"rack":null', b'"rack":"r1"'), good.replace(b"size", b"sizes")]
+    frame = local_spark.createDataFrame([("m", c) for c in cases], "topic string, value binary")
+    decided = [r.fast for r in frame.select(fast_path("m").alias("fast")).collect()]
+    assert decided == [is_fast(c) for c in cases]
+    assert decided[0] and decided[6] and decided[8] and decided[11] and decided[13]

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schemas.records import BrokerMetric
-from schemas.registry import dumps, is_valid
+from schemas.registry import dumps, is_rfc3339, is_valid
 from streams.collect.exporter import wire_dict
 from streams.prescreen import is_fast
 from tests.unit.test_stream_validate import METRIC, mutations
@@ -43,11 +43,22 @@ def test_every_mutation_of_a_size_sample_is_either_valid_or_slow():
     assert not is_fast(dumps({**SIZE, "value": -1}))
 
 
+def test_the_pattern_knows_the_calendar():
+    for year in (1900, 1999, 2000, 2023, 2024, 2100, 2400, 9999):
+        for month in range(0, 14):
+            for day in range(0, 33):
+                when = f"{year}-{month:02}-{day:02}T23:59:59.5Z"
+                raw = dumps({**SIZE, "event_time": when})
+                assert is_fast(raw) == is_rfc3339(when), when
+
+
 def test_other_metrics_bad_bytes_and_tombstones_are_slow():
     assert not is_fast(dumps({**SIZE, "metric": "kafka_log_log_directory_offline"}))
     assert not is_fast(dumps(SIZE).replace(b'"c1"', b'"\xffc1"'))
     assert not is_fast(dumps(SIZE).replace(b"c1", b"c\x01"))
     assert not is_fast(None)
+    for tail in (b"\n", b"\r", "\u2028".encode()):
+        assert not is_fast(dumps(SIZE) + tail)
 
 
 # Field values near every edge the pattern draws: types, escapes, numbers, times.

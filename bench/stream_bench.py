@@ -1,0 +1,398 @@
+"""Streaming job figures: broker-metrics throughput, detection latency, real-time mode.
+
+Brings up a ZooKeeper-mode sandbox and runs the job in this process (as `selfheal
+stream` does: same session settings, same query) on topics of its own, then:
+
+1. throughput: a separate producer process sends synthetic broker metrics at 35,000
+   samples/s (a 1,000-broker cluster scraped every 30 s; 99% of them kafka_log_size,
+   the rest per-dir offline gauges and counts) for a minute; prints the rate produced,
+   the rate the job read, its batch durations and how long it took to catch up after;
+2. latency: failure episodes as the collectors send them (a ZooKeeper notification,
+   then the snapshot taken ~1 s later showing the dir offline), each for a new cluster
+   id, idle and under the metric load; prints event -> action on selfheal.actions;
+3. real-time mode: the stateless event path (log-dir events in, failures out, Kafka to
+   Kafka) with trigger(realTime=...), against the same path in 0 s micro-batches.
+
+Figures are printed, never asserted. `python -m bench.stream_bench [--seconds N]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import multiprocessing
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from remediation.config import load
+from remediation.live import open_admin, read_snapshot
+from sandbox import cluster, traffic
+from schemas.records import rfc3339
+
+RATE = 35_000  # samples/s: 1,000 brokers x ~1,050 samples per 30 s scrape
+BROKERS = 1000
+SIZES_PER_BROKER = 1040
+DIRS_PER_BROKER = 4
+
+
+def _config(state: Any, work: Path, prefix: str) -> Any:
+    env = {"SELFHEAL_SANDBOX_DIR": state.work_dir, "SELFHEAL_BUS_TOPIC_PREFIX": prefix,
+           "SELFHEAL_STREAM_CHECKPOINT_DIR": str(work / "checkpoints"),
+           "SELFHEAL_STREAM_STARTING_OFFSETS": "latest"}
+    return load(env=env)
+
+
+# --- the metric load -----------------------------------------------------------------
+
+
+def _scrape(when: str) -> list[bytes]:
+    """One scrape of every broker: the samples a 30 s interval produces."""
+    head = f'{{"version":1,"cluster_id":"bench-load","event_time":"{when}","broker":'
+    out = []
+    for b in range(BROKERS):
+        rack = f'"rack":"r{b % 3}",'
+        for p in range(SIZES_PER_BROKER):
+            out.append(f'{head}{b},{rack}"metric":"kafka_log_size","labels":{{"topic":'
+                       f'"t{p % 40}","partition":"{p}"}},"value":{p * 1024}}}'.encode())
+        for d in range(DIRS_PER_BROKER):
+            out.append(f'{head}{b},{rack}"metric":"kafka_log_log_directory_offline",'
+                       f'"labels":{{"log_dir":"/data/d{d}"}},"value":0}}'.encode())
+        out.append(f'{head}{b},{rack}"metric":"kafka_log_offline_log_directory_count",'
+                   f'"labels":{{}},"value":0}}'.encode())
+    return out
+
+
+def _produce_load(servers: str, topic: str, rate: int, seconds: float,
+                  report: Any) -> None:
+    """In its own process: send ``rate`` samples/s for ``seconds``; report the count."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": servers, "linger.ms": 50,
+                         "compression.type": "lz4", "batch.size": 1_000_000,
+                         "queue.buffering.max.messages": 2_000_000})
+    samples = _scrape(rfc3339())
+    sent, started, k = 0, time.monotonic(), 0
+    step = rate // 10
+    while (elapsed := time.monotonic() - started) < seconds:
+        if sent > rate * elapsed:  # ahead of schedule
+            time.sleep(0.01)
+            continue
+        for _ in range(step):
+            while True:
+                try:
+                    producer.produce(topic, samples[k % len(samples)], str(k % BROKERS))
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            k += 1
+        sent += step
+        producer.poll(0)
+    producer.flush(120)
+    report.put((sent, time.monotonic() - started))
+
+
+# --- the job -------------------------------------------------------------------------
+
+
+class Job:
+    """The streaming query as `selfheal stream` runs it, with its progress recorded."""
+
+    def __init__(self, config: Any) -> None:
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        from streams import job, spark
+        from streams.bus import ensure_topics
+        from streams.metrics import StreamMetrics
+
+        ensure_topics(config)
+        self.config = config
+        self.spark = spark.session("selfheal-stream-bench",
+                                   extra_conf=job.spark_conf(config, None))
+        self.spark.sparkContext.setLogLevel("ERROR")
+        job.warm_up(self.spark)
+        self.progress: list[tuple[float, int, float]] = []  # (at, rows, seconds)
+        progress = self.progress
+
+        class Listener(StreamingQueryListener):  # type: ignore[misc]
+            def onQueryStarted(self, event: Any) -> None:
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:
+                p = event.progress
+                progress.append((time.time(), p.numInputRows, (p.batchDuration or 0) / 1000))
+
+            def onQueryIdle(self, event: Any) -> None:
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:
+                pass
+
+        self.spark.streams.addListener(Listener())
+        self.sink = job.BatchSink(config, StreamMetrics(), lambda line: None)
+        options = job.JobOptions.from_config(config)
+        self.query = job.build_query(self.spark, config, options, self.sink)
+        while not self.progress:  # the first batch resolves "latest"
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        from streams import spark
+
+        self.query.stop()
+        self.sink.close()
+        spark.stop(self.spark)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def throughput(job: Job, config: Any, seconds: float) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    report: Any = ctx.Queue()
+    topic = config.topic("broker-metrics")
+    producer = ctx.Process(
+        target=_produce_load, args=(config.bus.bootstrap_servers, topic, RATE, seconds, report))
+    mark = len(job.progress)
+    started = time.time()
+    producer.start()
+    sent, took = report.get(timeout=seconds + 300)
+    producer.join(60)
+    stopped = time.time()
+    # Caught up: a batch ended after the producer stopped and read nothing new.
+    while not any(at > stopped and rows == 0 for at, rows, _ in job.progress[mark:]):
+        if time.time() - stopped > 300:
+            break
+        time.sleep(0.5)
+    caught_up = next((at for at, rows, _ in job.progress[mark:] if at > stopped and rows == 0),
+                     time.time()) - stopped
+    batches = [(at, rows, s) for at, rows, s in job.progress[mark:] if rows]
+    steady = [b for b in batches if b[0] > started + 10 and b[0] <= stopped]
+    durations = [s for _, _, s in steady] or [0.0]
+    read = sum(rows for _, rows, _ in batches)
+    capacity = max((rows / s for _, rows, s in steady if s), default=0.0)
+    print(f"  producer: {sent:,} samples in {took:.1f} s = {sent / took:,.0f}/s "
+          f"(target {RATE:,}/s)")
+    print(f"  job read {read:,} rows; steady batches: {len(steady)}, "
+          f"{sum(r for _, r, _ in steady) / max(1e-9, sum(durations)):,.0f} rows/s of batch time, "
+          f"best batch {capacity:,.0f} rows/s")
+    print(f"  batch duration under load: p50 {statistics.median(durations):.2f} s, "
+          f"p95 {_percentile(durations, 0.95):.2f} s, max {max(durations):.2f} s; "
+          f"caught up {caught_up:.1f} s after the producer stopped")
+
+
+# --- latency -------------------------------------------------------------------------
+
+
+class Actions:
+    """Arrival times of actions on the bus, by cluster id."""
+
+    def __init__(self, config: Any) -> None:
+        from streams.bus import consumer
+
+        self.arrived: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._consumer = consumer(config, f"stream-bench-{uuid.uuid4().hex[:8]}")
+        self._consumer.subscribe([config.topic("actions")])
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        time.sleep(3)  # joined the group and positioned at the end
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            msg = self._consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                action = json.loads(msg.value())
+                self.arrived.setdefault(action["cluster_id"], time.time())
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._consumer.close()
+
+
+def latency(config: Any, base: dict[str, Any], episodes: int, label: str) -> None:
+    from streams.bus import producer
+
+    send = producer(config, **{"linger.ms": 0})
+    actions = Actions(config)
+    broker = base["brokers"][1]["id"]
+    path = base["brokers"][1]["log_dirs"][1]["path"]
+    started: dict[str, float] = {}
+    for _ in range(episodes):
+        cid = f"bench-{uuid.uuid4().hex[:8]}"
+        before = copy.deepcopy(base)
+        before["cluster_id"] = cid
+        before["taken_at"] = rfc3339(datetime.now(UTC) - timedelta(seconds=5))
+        send.produce(config.topic("cluster-snapshots"), json.dumps(before).encode(),
+                     cid.encode())
+        send.flush(10)
+        time.sleep(1.0)
+        now = datetime.now(UTC)
+        event = {"version": 1, "cluster_id": cid, "event_time": rfc3339(now),
+                 "source": "zookeeper", "kind": "log_dir_failure", "broker": None,
+                 "log_dir": None, "znode": "/log_dir_event_notification/log_dir_event_1",
+                 "details": None}
+        started[cid] = now.timestamp()
+        send.produce(config.topic("logdir-events"), json.dumps(event).encode())
+        send.flush(10)
+        time.sleep(1.0)  # the snapshot collector reads the cluster at once: ~1 s
+        after = copy.deepcopy(before)
+        after["taken_at"] = rfc3339()
+        for b in after["brokers"]:
+            for d in b["log_dirs"]:
+                if b["id"] == broker and d["path"] == path:
+                    d.update(online=False, total_bytes=None, usable_bytes=None)
+        send.produce(config.topic("cluster-snapshots"), json.dumps(after).encode(),
+                     cid.encode())
+        send.flush(10)
+        time.sleep(2.0)
+    deadline = time.time() + 60
+    while len(actions.arrived) < episodes and time.time() < deadline:
+        time.sleep(0.5)
+    actions.close()
+    took = [actions.arrived[c] - t for c, t in started.items() if c in actions.arrived]
+    missing = episodes - len(took)
+    if not took:
+        print(f"  {label}: no action arrived")
+        return
+    print(f"  {label}: {len(took)} episodes, event -> action p50 "
+          f"{statistics.median(took):.2f} s, p95 {_percentile(took, 0.95):.2f} s, p99 "
+          f"{_percentile(took, 0.99):.2f} s, max {max(took):.2f} s"
+          + (f"; {missing} missing" if missing else ""))
+
+
+def loaded_latency(config: Any, base: dict[str, Any], episodes: int) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    report: Any = ctx.Queue()
+    load_seconds = episodes * 4 + 20
+    producer = ctx.Process(
+        target=_produce_load, args=(config.bus.bootstrap_servers,
+                                    config.topic("broker-metrics"), RATE, load_seconds, report))
+    producer.start()
+    time.sleep(10)
+    try:
+        latency(config, base, episodes, f"under {RATE:,} samples/s")
+    finally:
+        producer.join(load_seconds + 120)
+
+
+# --- real-time mode ------------------------------------------------------------------
+
+
+def realtime(state: Any, config: Any, work: Path) -> None:
+    """The stateless event path, Kafka to Kafka: real-time trigger vs 0 s micro-batches."""
+    from pyspark.sql import functions as F
+
+    from schemas.spark import struct_type
+    from streams.bus import consumer, producer
+    from streams.spark import session, stop
+
+    servers = config.bus.bootstrap_servers
+    send = producer(config, **{"linger.ms": 0})
+    for mode in ("realTime", "processingTime"):
+        src_topic = f"rtm-in-{uuid.uuid4().hex[:6]}"
+        out_topic = f"rtm-out-{uuid.uuid4().hex[:6]}"
+        traffic.create_topic(state, src_topic, partitions=1, replication_factor=1)
+        traffic.create_topic(state, out_topic, partitions=1, replication_factor=1)
+        # Real-time mode runs every stage at once: a slot per source partition and more.
+        rt = session("selfheal-rtm-bench", master="local[4]")
+        events = (rt.readStream.format("kafka").option("kafka.bootstrap.servers", servers)
+                  .option("subscribe", src_topic).option("startingOffsets", "earliest")
+                  .option("kafka.fetch.max.wait.ms", "10").load()
+                  .select(F.from_json(F.col("value").cast("string"),
+                                      struct_type("logdir-event")).alias("e"))
+                  .where("e.kind = 'log_dir_failure'")
+                  .select(F.to_json(F.struct("e.cluster_id", "e.event_time", "e.broker"))
+                          .alias("value")))
+        writer = (events.writeStream.format("kafka").option("kafka.bootstrap.servers", servers)
+                  .option("topic", out_topic).outputMode("update")
+                  .option("checkpointLocation", str(work / f"rtm-{mode}")))
+        try:
+            if mode == "realTime":
+                writer = writer.trigger(realTime="5 seconds")
+            else:
+                writer = writer.trigger(processingTime="0 seconds")
+            query = writer.start()
+        except Exception as exc:
+            print(f"  {mode}: could not start: {str(exc).splitlines()[0][:200]}")
+            stop(rt)
+            continue
+        reader = consumer(config, f"rtm-bench-{uuid.uuid4().hex[:6]}",
+                          **{"auto.offset.reset": "earliest"})
+        reader.subscribe([out_topic])
+        time.sleep(8)
+        sent: dict[str, float] = {}
+        got: dict[str, float] = {}
+        for i in range(20):
+            key = f"rtm-{i}-{uuid.uuid4().hex[:4]}"
+            sent[key] = time.time()
+            send.produce(src_topic, json.dumps({
+                "version": 1, "cluster_id": key, "event_time": rfc3339(), "source": "zookeeper",
+                "kind": "log_dir_failure", "broker": 1}).encode())
+            send.flush(5)
+            deadline = time.time() + 0.5
+            while time.time() < deadline:
+                msg = reader.poll(0.05)
+                if msg is not None and not msg.error():
+                    got.setdefault(json.loads(msg.value()).get("cluster_id"), time.time())
+        deadline = time.time() + 30
+        while len(got) < len(sent) and time.time() < deadline:
+            msg = reader.poll(0.1)
+            if msg is not None and not msg.error():
+                got.setdefault(json.loads(msg.value()).get("cluster_id"), time.time())
+        reader.close()
+        failure = query.exception()
+        query.stop()
+        stop(rt)
+        took = [got[k] - t for k, t in sent.items() if k in got]
+        if failure is not None:
+            print(f"  {mode}: the query failed: {str(failure).splitlines()[0][:200]}")
+        elif took:
+            print(f"  {mode}: {len(took)}/{len(sent)} events, produce -> output p50 "
+                  f"{statistics.median(took) * 1000:.0f} ms, max {max(took) * 1000:.0f} ms")
+        else:
+            print(f"  {mode}: no output within 30 s")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="load duration")
+    parser.add_argument("--episodes", type=int, default=15, help="failures per latency run")
+    args = parser.parse_args(argv)
+    print(f"stream: the detection job on a 3-broker sandbox, local[2]; load {RATE:,} "
+          "samples/s of broker metrics")
+    with tempfile.TemporaryDirectory(prefix="selfheal-bench-stream-") as tmp:
+        work = Path(tmp)
+        state = cluster.up(work / "sandbox")
+        try:
+            config = _config(state, work, f"bench{uuid.uuid4().hex[:4]}.")
+            # Partitions a failed dir's replicas can move to (RF 2 on 3 brokers).
+            traffic.create_topic(state, "bench-rf2", partitions=12, replication_factor=2)
+            with open_admin(state.bootstrap_servers) as admin:
+                base = read_snapshot(admin, "bench")
+            job = Job(config)
+            try:
+                print("latency (event time of the notification -> first action received):")
+                latency(config, base, args.episodes, "idle")
+                print(f"throughput ({args.seconds:.0f} s at {RATE:,} samples/s):")
+                throughput(job, config, args.seconds)
+                print("latency again, with the metric load running:")
+                loaded_latency(config, base, args.episodes)
+            finally:
+                job.stop()
+            print("real-time mode, stateless event path (Kafka -> Kafka):")
+            realtime(state, config, work)
+        finally:
+            cluster.down(state)
+
+
+if __name__ == "__main__":
+    main()
