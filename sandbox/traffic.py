@@ -150,15 +150,24 @@ def leader_of(state: SandboxState, topic: str, partition: int) -> int:
                 if p["partition_index"] == partition)
 
 
-def log_dir_of(state: SandboxState, topic: str, partition: int, broker_id: int) -> str:
-    """The log dir that holds ``broker_id``'s replica of the partition (DescribeLogDirs)."""
+def log_dir_of(state: SandboxState, topic: str, partition: int, broker_id: int,
+               timeout: float = 15.0) -> str:
+    """The log dir that holds ``broker_id``'s replica of the partition (DescribeLogDirs).
+
+    A follower creates its replica's log a moment after the topic has leaders, so a
+    fresh topic's replica is waited for, up to ``timeout``."""
+    deadline = time.monotonic() + timeout
     with kafka_admin(state) as admin:
-        reply = admin.describe_log_dirs(topic_partitions={topic: [partition]},
-                                        brokers=[broker_id])[0]
-    for log_dir, partitions in placement(reply, topic).items():
-        if partition in partitions:
-            return log_dir
-    raise SandboxError(f"broker {broker_id} holds no replica of {topic}-{partition}")
+        while True:
+            reply = admin.describe_log_dirs(topic_partitions={topic: [partition]},
+                                            brokers=[broker_id])[0]
+            for log_dir, partitions in placement(reply, topic).items():
+                if partition in partitions:
+                    return log_dir
+            if time.monotonic() > deadline:
+                raise SandboxError(f"broker {broker_id} holds no replica of "
+                                   f"{topic}-{partition}")
+            time.sleep(0.2)
 
 
 def wait_leader_moves(state: SandboxState, topic: str, partition: int, away_from: int,
