@@ -155,8 +155,11 @@ class StreamConfig:
     trigger_interval_seconds: float = _field(1.0, _positive)
     # Event-time watermark delay: how late a record may come and still date a failure.
     watermark_delay_seconds: float = _field(60.0, _positive)
-    # Caps a micro-batch after downtime, so catching up never loads hours at once.
+    # Caps a micro-batch after downtime, so catching up never loads hours at once:
+    # broker-metrics records per batch, and snapshots (tens of MB each) per batch.
+    # Log-dir events are never held back.
     max_offsets_per_trigger: int = _field(250_000, _positive)
+    max_snapshots_per_trigger: int = _field(4, _positive)
     # Where a job with a new checkpoint starts; afterwards the checkpoint says.
     starting_offsets: str = _field("latest", _one_of("latest", "earliest"))
     # The job's Prometheus endpoint; port 0 picks a free one and prints it.

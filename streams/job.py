@@ -189,26 +189,31 @@ def build_query(spark: Any, config: Config, options: JobOptions, sink: BatchSink
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from streams.bus import MAX_MESSAGE_BYTES
     from streams.facts import FactLimits
     from streams.prescreen import fast_path
     from streams.signals import SIGNAL_DDL, to_signals
     from streams.stateful import detect_group
 
-    servers = config.bus.bootstrap_servers
     topics = {config.topic(name): schema for name, schema in INPUT_TOPICS.items()}
-    source = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", servers)
-        .option("subscribe", ",".join(topics))
-        .option("startingOffsets", options.starting_offsets)
-        .option("maxOffsetsPerTrigger", str(config.stream.max_offsets_per_trigger))
-        # A snapshot record can be tens of MB.
-        .option("kafka.max.partition.fetch.bytes", str(MAX_MESSAGE_BYTES))
-        .option("kafka.fetch.max.bytes", str(MAX_MESSAGE_BYTES))
-        .option("kafka.fetch.max.wait.ms", "10")
-        .load()
-        .select("topic", "partition", "offset", "timestamp", "value")
+    stream = config.stream
+
+    def read(name: str, limit: int | None = None) -> Any:
+        reader = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", config.bus.bootstrap_servers)
+            .option("subscribe", config.topic(name))
+            .option("startingOffsets", options.starting_offsets)
+            # The 500 ms default made every batch wait about a second for its last fetch.
+            .option("kafka.fetch.max.wait.ms", "10")
+        )
+        if limit is not None:
+            reader = reader.option("maxOffsetsPerTrigger", str(limit))
+        return reader.load().select("topic", "partition", "offset", "timestamp", "value")
+
+    # One source per topic, so each has its own limit: a backlog of metrics never holds
+    # back a log-dir event (a shared limit is split by lag, one record per partition).
+    metrics = (
+        read("broker-metrics", stream.max_offsets_per_trigger)
         # Certainly-valid partition-size samples stop here, in the JVM: they are nearly
         # all the input and detection does not read them (streams/prescreen.py).
         .withColumn("fast", fast_path(config.topic("broker-metrics")))
@@ -217,14 +222,16 @@ def build_query(spark: Any, config: Config, options: JobOptions, sink: BatchSink
         .where(~F.col("fast"))
         .drop("fast")
     )
+    source = metrics.unionByName(read("logdir-events")).unionByName(
+        read("cluster-snapshots", stream.max_snapshots_per_trigger))
     # Not one validating task per topic partition: each GX run has a fixed cost, so
     # fewer, bigger frames are cheaper.
-    tasks = config.stream.validate_tasks or spark.sparkContext.defaultParallelism
+    tasks = stream.validate_tasks or spark.sparkContext.defaultParallelism
     signals = (
         source.coalesce(max(1, tasks))
         .mapInPandas(partial(to_signals, schemas=topics,
                              limits=FactLimits.from_config(config.detect)), SIGNAL_DDL)
-        .withWatermark("event_ts", f"{config.stream.watermark_delay_seconds} seconds")
+        .withWatermark("event_ts", f"{stream.watermark_delay_seconds} seconds")
     )
     outcomes = signals.groupBy("key").applyInPandasWithState(
         detect_group(DetectSettings.from_config(config.detect)), OUTCOME_DDL, STATE_DDL,

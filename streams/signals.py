@@ -115,39 +115,72 @@ def _topic_signals(rows: Rows, name: str, group: Any, limits: FactLimits) -> Non
     offsets = group["offset"].tolist()
     stamps = (group["timestamp"].astype("int64") // 1_000_000).tolist()  # ns -> ms
     values = group["value"].tolist()
-    docs = [decode(v) for v in values]
     extra: dict[str, list[Any]] = {}
-    loaded: list[Any] = []
+    facts: list[tuple[str, int, str] | None] = []
     if name == "cluster-snapshot":
-        for doc in docs:
-            try:
-                loaded.append(snapshot_from_dict(doc) if type(doc) is dict else None)
-            except SnapshotError as exc:
-                loaded.append(str(exc))
-        extra[LOADER] = [s if isinstance(s, str) else None for s in loaded]
+        docs, extra[LOADER], facts = _snapshots(values, limits)
+    else:
+        docs = [decode(v) for v in values]
     columns = checked_columns(name, docs, extra)
     reasons = suites().reasons(name, columns)
     for i, reason in enumerate(reasons):
         where = (topics[i], partitions[i], offsets[i])
-        if reason is not None:
-            doc = docs[i]
-            cluster = doc.get("cluster_id") if type(doc) is dict else None
-            letter = DeadLetter.reject(
-                values[i] if values[i] is not None else b"", f"{reason} (suite {name})",
-                topics[i], partitions[i], offsets[i],
-                cluster_id=cluster if type(cluster) is str else None)
-            rows.add("", REJECT, stamps[i], *where, body=letter.to_json().decode("utf-8"))
-            continue
         doc = docs[i]
-        if name == "broker-metric":
+        if reason is not None:
+            cluster = doc.get("cluster_id") if type(doc) is dict else None
+            rows.add("", REJECT, stamps[i], *where, body=_dead_letter(
+                values[i], f"{reason} (suite {name})", where,
+                cluster if type(cluster) is str else None))
+        elif name == "broker-metric":
             _metric(rows, doc, where)
         elif name == "logdir-event":
             _event(rows, doc, where)
         else:
-            snapshot = loaded[i]
-            ms = event_ms(snapshot.taken_at)
-            rows.add(snapshot.cluster_id, SNAPSHOT, ms, *where,
-                     body=snapshot_facts(snapshot, limits).to_json())
+            cluster_id, ms, body = facts[i]  # type: ignore[misc]  # set when valid
+            rows.add(cluster_id, SNAPSHOT, ms, *where, body=body)
+
+
+def _snapshots(values: list[bytes | None], limits: FactLimits
+               ) -> tuple[list[Any], list[str | None], list[tuple[str, int, str] | None]]:
+    """Decode, check and reduce snapshots one at a time (one of 100,000 partitions is a
+    few hundred MB as Python objects): per record, the top-level fields for the suite
+    (arrays emptied: the loader checks their insides), the loader's error, the facts."""
+    docs: list[Any] = []
+    errors: list[str | None] = []
+    facts: list[tuple[str, int, str] | None] = []
+    for value in values:
+        doc = decode(value)
+        error = found = None
+        if type(doc) is dict:
+            try:
+                snapshot = snapshot_from_dict(doc)
+                found = (snapshot.cluster_id, event_ms(snapshot.taken_at),
+                         snapshot_facts(snapshot, limits).to_json())
+            except SnapshotError as exc:
+                error = str(exc)
+            except ValueError as exc:  # a time the suite rejects anyway
+                error = f"taken_at: {exc}"
+            doc = {k: [] if type(v) is list else v for k, v in doc.items()}
+        docs.append(doc)
+        errors.append(error)
+        facts.append(found)
+    return docs, errors, facts
+
+
+# Dead letters carry the raw value; one that big (a rejected snapshot) would not fit in a
+# Kafka record of the dead-letter topic, and the whole value stays at its coordinates.
+RAW_LIMIT = 256 * 1024
+
+
+def _dead_letter(value: bytes | None, reason: str, where: tuple[str, int, int],
+                 cluster_id: str | None) -> str:
+    raw = value if value is not None else b""
+    if len(raw) > RAW_LIMIT:
+        reason += (f"; raw holds the first {RAW_LIMIT} of {len(raw)} bytes, the whole record "
+                   f"is at {where[0]}[{where[1]}]@{where[2]}")
+        raw = raw[:RAW_LIMIT]
+    letter = DeadLetter.reject(raw, reason, *where, cluster_id=cluster_id)
+    return letter.to_json().decode("utf-8")
 
 
 def _metric(rows: Rows, doc: dict[str, Any], where: tuple[str, int, int]) -> None:

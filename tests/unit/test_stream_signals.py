@@ -12,7 +12,7 @@ import pytest
 from schemas.registry import validate
 from streams.detect import FIX_OFFLINE, PAGE, Decision, DetectSettings, SnapshotFacts
 from streams.facts import FactLimits
-from streams.signals import FAILURE, GONE, ONLINE, REJECT, SNAPSHOT, to_signals
+from streams.signals import FAILURE, GONE, ONLINE, RAW_LIMIT, REJECT, SNAPSHOT, to_signals
 from streams.stateful import DEAD_LETTER, DECISION, detect_group
 from tests.unit.test_stream_validate import EVENT, METRIC
 from tests.unit.test_stream_validate import SNAPSHOT as SNAPSHOT_DOC
@@ -90,6 +90,18 @@ def test_every_bad_record_becomes_a_valid_dead_letter_with_its_origin():
     assert letters[2]["cluster_id"] == "c1" and letters[2]["source_topic"] == "e"
     assert letters[3]["reason"].startswith("brokers: expected array, got string")
     assert letters[3]["reason"].endswith("(suite cluster-snapshot)")
+
+
+def test_a_huge_bad_record_keeps_its_head_and_says_where_the_rest_is():
+    huge = {**SNAPSHOT_DOC, "partitions": [{"topic": "t" * 100, "partition": i, "leader": 9,
+                                           "isr": [], "replicas": [{"broker": 9, "size_bytes": 1}]}
+                                          for i in range(3000)]}
+    (row,) = signals(("s", huge)).itertuples()
+    letter = json.loads(row.body)
+    validate("dead-letter", letter)
+    assert len(letter["raw"]) == RAW_LIMIT and letter["raw"].startswith('{"version": 1')
+    assert "the whole record is at s[0]@0" in letter["reason"]
+    assert letter["reason"].startswith("partitions[0].replicas[0].broker: broker 9 is not in")
 
 
 def test_a_topic_the_job_does_not_know_is_an_error_not_a_silent_drop():
