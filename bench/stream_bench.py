@@ -166,13 +166,19 @@ def throughput(job: Job, config: Any, seconds: float) -> None:
     sent, took = report.get(timeout=seconds + 300)
     producer.join(60)
     stopped = time.time()
-    # Caught up: a batch ended after the producer stopped and read nothing new.
-    while not any(at > stopped and rows == 0 for at, rows, _ in job.progress[mark:]):
-        if time.time() - stopped > 300:
-            break
+
+    def read_all() -> float | None:
+        """When the job had read everything sent (the batches' rows add up)."""
+        total = 0
+        for at, rows, _ in job.progress[mark:]:
+            total += rows
+            if total >= sent:
+                return at
+        return None
+
+    while read_all() is None and time.time() - stopped < 300:
         time.sleep(0.5)
-    caught_up = next((at for at, rows, _ in job.progress[mark:] if at > stopped and rows == 0),
-                     time.time()) - stopped
+    caught_up = max(0.0, (read_all() or time.time()) - stopped)
     batches = [(at, rows, s) for at, rows, s in job.progress[mark:] if rows]
     steady = [b for b in batches if b[0] > started + 10 and b[0] <= stopped]
     durations = [s for _, _, s in steady] or [0.0]
@@ -198,6 +204,7 @@ class Actions:
         from streams.bus import consumer
 
         self.arrived: dict[str, float] = {}
+        self.created: dict[str, float] = {}
         self._stop = threading.Event()
         self._consumer = consumer(config, f"stream-bench-{uuid.uuid4().hex[:8]}")
         self._consumer.subscribe([config.topic("actions")])
@@ -211,6 +218,8 @@ class Actions:
             if msg is not None and not msg.error():
                 action = json.loads(msg.value())
                 self.arrived.setdefault(action["cluster_id"], time.time())
+                created = datetime.fromisoformat(action["created_at"].replace("Z", "+00:00"))
+                self.created.setdefault(action["cluster_id"], created.timestamp())
 
     def close(self) -> None:
         self._stop.set()
@@ -218,9 +227,10 @@ class Actions:
         self._consumer.close()
 
 
-def latency(config: Any, base: dict[str, Any], episodes: int, label: str) -> None:
+def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: str) -> None:
     from streams.bus import producer
 
+    mark = len(job.progress)
     send = producer(config, **{"linger.ms": 0})
     actions = Actions(config)
     broker = base["brokers"][1]["id"]
@@ -259,17 +269,20 @@ def latency(config: Any, base: dict[str, Any], episodes: int, label: str) -> Non
         time.sleep(0.5)
     actions.close()
     took = [actions.arrived[c] - t for c, t in started.items() if c in actions.arrived]
+    made = [actions.created[c] - t for c, t in started.items() if c in actions.created]
     missing = episodes - len(took)
     if not took:
         print(f"  {label}: no action arrived")
         return
-    print(f"  {label}: {len(took)} episodes, event -> action p50 "
-          f"{statistics.median(took):.2f} s, p95 {_percentile(took, 0.95):.2f} s, p99 "
-          f"{_percentile(took, 0.99):.2f} s, max {max(took):.2f} s"
-          + (f"; {missing} missing" if missing else ""))
+    slowest = max((sec for _, _, sec in job.progress[mark:]), default=0.0)
+    print(f"  {label}: {len(job.progress) - mark} batches meanwhile, the slowest {slowest:.2f} s")
+    for what, values in (("event -> action received", took), ("event -> action created", made)):
+        print(f"  {label}, {len(values)} episodes: {what} p50 {statistics.median(values):.2f} s, "
+              f"p95 {_percentile(values, 0.95):.2f} s, p99 {_percentile(values, 0.99):.2f} s, "
+              f"max {max(values):.2f} s" + (f"; {missing} missing" if missing else ""))
 
 
-def loaded_latency(config: Any, base: dict[str, Any], episodes: int) -> None:
+def loaded_latency(job: Job, config: Any, base: dict[str, Any], episodes: int) -> None:
     ctx = multiprocessing.get_context("spawn")
     report: Any = ctx.Queue()
     load_seconds = episodes * 4 + 20
@@ -279,7 +292,7 @@ def loaded_latency(config: Any, base: dict[str, Any], episodes: int) -> None:
     producer.start()
     time.sleep(10)
     try:
-        latency(config, base, episodes, f"under {RATE:,} samples/s")
+        latency(job, config, base, episodes, f"under {RATE:,} samples/s")
     finally:
         producer.join(load_seconds + 120)
 
@@ -366,7 +379,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="load duration")
     parser.add_argument("--episodes", type=int, default=15, help="failures per latency run")
+    parser.add_argument("--parts", default="idle,throughput,loaded,realtime",
+                        help="which figures, comma-separated (default: all)")
     args = parser.parse_args(argv)
+    parts = set(args.parts.split(","))
     print(f"stream: the detection job on a 3-broker sandbox, local[2]; load {RATE:,} "
           "samples/s of broker metrics")
     with tempfile.TemporaryDirectory(prefix="selfheal-bench-stream-") as tmp:
@@ -380,16 +396,20 @@ def main(argv: list[str] | None = None) -> None:
                 base = read_snapshot(admin, "bench")
             job = Job(config)
             try:
-                print("latency (event time of the notification -> first action received):")
-                latency(config, base, args.episodes, "idle")
-                print(f"throughput ({args.seconds:.0f} s at {RATE:,} samples/s):")
-                throughput(job, config, args.seconds)
-                print("latency again, with the metric load running:")
-                loaded_latency(config, base, args.episodes)
+                if "idle" in parts:
+                    print("latency (event time of the notification -> first action):")
+                    latency(job, config, base, args.episodes, "idle")
+                if "throughput" in parts:
+                    print(f"throughput ({args.seconds:.0f} s at {RATE:,} samples/s):")
+                    throughput(job, config, args.seconds)
+                if "loaded" in parts:
+                    print("latency again, with the metric load running:")
+                    loaded_latency(job, config, base, args.episodes)
             finally:
                 job.stop()
-            print("real-time mode, stateless event path (Kafka -> Kafka):")
-            realtime(state, config, work)
+            if "realtime" in parts:
+                print("real-time mode, stateless event path (Kafka -> Kafka):")
+                realtime(state, config, work)
         finally:
             cluster.down(state)
 
