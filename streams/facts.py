@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from remediation.model import ClusterModel
 from remediation.plan.disks import broker_usage, mean_ratio, over_limit
@@ -21,6 +22,8 @@ from streams.detect import SnapshotFacts
 
 if TYPE_CHECKING:
     from remediation.config import DetectConfig
+
+K = TypeVar("K")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +72,8 @@ def skewed_brokers(model: ClusterModel, limits: FactLimits) -> dict[int, float]:
     return out
 
 
-def _over_share(counts: dict[object, float], shares: dict[object, float],
-                threshold: float) -> object | None:
+def _over_share(counts: Mapping[K, int], shares: Mapping[K, float],
+                threshold: float) -> K | None:
     """The member furthest above its fair share when one is above both the threshold
     and the next whole number (counts are whole: 4 of 10 on 3 brokers is balanced)."""
     worst, worst_ratio = None, 1.0
@@ -93,19 +96,19 @@ def leader_imbalance(model: ClusterModel, threshold: float) -> str | None:
     if total == 0:
         return None
     fair = total / len(alive)
-    broker = _over_share(dict(led), dict.fromkeys(alive, fair), threshold)
+    broker = _over_share(led, dict.fromkeys(alive, fair), threshold)
     if broker is not None:
         return (f"broker {broker} leads {led[broker]} partitions; its fair share is "
                 f"{fair:.1f} (threshold {threshold:.2f}x)")
     members = Counter(model.rack_of[b] for b in alive if model.rack_of[b] is not None)
     if len(members) < 2:
         return None
-    rack_led: Counter[object] = Counter()
+    rack_led: Counter[str | None] = Counter()
     for b, n in led.items():
         if model.rack_of[b] is not None:
             rack_led[model.rack_of[b]] += n
     shares = {r: total * n / len(alive) for r, n in members.items()}
-    rack = _over_share(dict(rack_led), dict(shares), threshold)
+    rack = _over_share(rack_led, shares, threshold)
     if rack is None:
         return None
     return (f"rack {rack} leads {rack_led[rack]} partitions; its fair share is "

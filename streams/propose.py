@@ -163,6 +163,8 @@ class Proposer:
         from remediation.plan.disks import plan_disks
 
         broker = decision.broker
+        if broker is None:
+            raise ValueError("a move_replica_dirs decision names no broker")
         plan = plan_disks(model, self.threshold)
         moves = [m for m in plan.moves if m.broker == broker]
         if not moves:
