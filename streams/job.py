@@ -83,7 +83,8 @@ def spark_conf(config: Config, master: str | None) -> dict[str, str]:
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",
         "spark.ui.showConsoleProgress": "false",  # the job prints its own line per batch
     }
-    if (master or os.environ.get("SELFHEAL_SPARK_MASTER", "local")).startswith("local"):
+    if (master or os.environ.get("SELFHEAL_SPARK_MASTER", "local")).startswith("local") \
+            and not submitted():
         # Python workers must be this interpreter (pandas, pyarrow, GX, this package);
         # on a cluster, spark-submit's PYSPARK_PYTHON says which.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -264,8 +265,7 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
             say(f"created topics: {', '.join(created)}")
         port = metrics.serve(config.stream.http_host, options.metrics_port)
         say(f"metrics on http://{config.stream.http_host}:{port}/metrics")
-        spark = spark_session.session("selfheal-stream", master=options.master,
-                                      extra_conf=spark_conf(config, options.master))
+        spark = _session(config, options)
         spark.sparkContext.setLogLevel("ERROR")
         warm_up(spark)
         spark.streams.addListener(progress_listener(metrics, say, PRESCREEN))
@@ -295,5 +295,33 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
         say("stopped")
 
 
+def submitted() -> bool:
+    """True under spark-submit, which starts the JVM and hands this process its gateway."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _session(config: Config, options: JobOptions) -> Any:
+    """The session: under spark-submit, with the master, jars and Python that
+    spark-submit was given; else streams.spark's (local, the connector from jvm/)."""
+    if submitted() and options.master is None:
+        from pyspark.sql import SparkSession
+
+        builder = SparkSession.builder.appName("selfheal-stream")
+        for key, value in spark_conf(config, "submitted").items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
+    from streams import spark as spark_session
+
+    return spark_session.session("selfheal-stream", master=options.master,
+                                 extra_conf=spark_conf(config, options.master))
+
+
 def _print(line: str) -> None:
     print(f"[stream] {line}", flush=True)
+
+
+if __name__ == "__main__":
+    # spark-submit [options] streams/job.py [selfheal stream options]
+    from remediation.cli import main
+
+    sys.exit(main(["stream", *sys.argv[1:]]))
