@@ -185,6 +185,21 @@ def stream(sandbox, tmp_path_factory):
         assert code == 0, "\n".join(job.lines[-40:])
 
 
+@pytest.fixture(scope="module")
+def movable(sandbox) -> str:
+    """A topic of RF 2 on the 3 brokers: a failed dir's replicas of it can move (the bus
+    topics have RF 3: nowhere to go, so only a page)."""
+    topic = f"stream-movable-{uuid.uuid4().hex[:6]}"
+    traffic.create_topic(sandbox, topic, partitions=6, replication_factor=2)
+    return topic
+
+
+def dirs_holding(snapshot: dict[str, Any], topic: str) -> list[tuple[int, str]]:
+    """(broker, dir) pairs that hold a replica of ``topic``, in a fixed order."""
+    return sorted({(r["broker"], r["log_dir"]) for p in snapshot["partitions"]
+                   if p["topic"] == topic for r in p["replicas"] if r["log_dir"]})
+
+
 def awaited(job: StreamJob, found, what: str, timeout: float = 90):
     """``found()`` once it is truthy; else fail with the job's last lines."""
     value = wait_until(found, timeout)
@@ -239,19 +254,16 @@ def named(action: dict[str, Any]) -> set[tuple[str, int]]:
 
 
 def test_a_real_dir_failure_is_proposed_once_even_after_a_restart_and_a_replay(
-        sandbox, stream):
+        sandbox, stream, movable):
     job, bus = stream
     cluster_id = cid("zk")
-    broker = 1
-    path = sandbox.broker(broker).log_dirs[1]
-    traffic.create_topic(sandbox, f"stream-it-{cluster_id}", partitions=6,
-                         replication_factor=2)
     memory = PlacementMemory()
     before = live_snapshot(sandbox, cluster_id, memory)
+    broker, path = next((b, d) for b, d in dirs_holding(before, movable) if b == 1)
     bus.send("cluster-snapshots", before, cluster_id.encode())
     try:
         cluster.fail_disk(sandbox, broker, path)
-        traffic.produce(sandbox, f"stream-it-{cluster_id}", 6)  # writes notice it at once
+        traffic.produce(sandbox, movable, 12)  # a write makes the broker notice at once
         assert wait_until(lambda: log_dir_errors(sandbox, [broker]).get(broker, {}).get(path)
                           == KAFKA_STORAGE_ERROR, 60), "the broker did not notice the failed dir"
         # What the collectors send: the notification (its data already gone, then read),
@@ -300,22 +312,25 @@ def test_a_real_dir_failure_is_proposed_once_even_after_a_restart_and_a_replay(
             sandbox.reload()
 
 
-def test_the_gauge_alone_and_a_kraft_event_alone_each_propose_the_fix(sandbox, stream):
+def test_the_gauge_alone_and_a_kraft_event_alone_each_propose_the_fix(sandbox, stream,
+                                                                      movable):
     job, bus = stream
     by_gauge, by_event = cid("gauge"), cid("kraft")
-    d2 = sandbox.broker(2).log_dirs[0]
-    d0 = sandbox.broker(0).log_dirs[1]
-    for cluster_id in (by_gauge, by_event):
-        bus.send("cluster-snapshots", live_snapshot(sandbox, cluster_id), cluster_id.encode())
+    snapshot = live_snapshot(sandbox, by_gauge)
+    (b1, d1), (b2, d2) = dirs_holding(snapshot, movable)[:2]
+    bus.send("cluster-snapshots", snapshot, by_gauge.encode())
+    bus.send("cluster-snapshots", {**snapshot, "cluster_id": by_event}, by_event.encode())
     when = datetime.now(UTC)
-    bus.send("broker-metrics", gauge(by_gauge, 2, d2, 0, when - timedelta(seconds=10)))
-    bus.send("broker-metrics", gauge(by_gauge, 2, d2, 1, when))
-    bus.send("logdir-events", logdir_event(by_event, when, 0, d0, "describe_log_dirs"))
+    bus.send("broker-metrics", gauge(by_gauge, b1, d1, 0, when - timedelta(seconds=10)))
+    bus.send("broker-metrics", gauge(by_gauge, b1, d1, 1, when))
+    bus.send("logdir-events", logdir_event(by_event, when, b2, d2, "describe_log_dirs"))
     (fix,) = awaited(job, lambda: bus.actions(by_gauge, "fix_offline_replicas"), "gauge fix")
-    assert fix["trigger"] == {"kind": "metric", "broker": 2, "log_dir": d2}
+    assert fix["trigger"] == {"kind": "metric", "broker": b1, "log_dir": d1}
     assert fix["event_time"] == rfc3339(when)
+    assert named(fix) == on_dir(snapshot, b1, d1)
     (fix,) = awaited(job, lambda: bus.actions(by_event, "fix_offline_replicas"), "event fix")
-    assert fix["trigger"] == {"kind": "logdir_event", "broker": 0, "log_dir": d0}
+    assert fix["trigger"] == {"kind": "logdir_event", "broker": b2, "log_dir": d2}
+    assert named(fix) == on_dir(snapshot, b2, d2)
 
 
 def skewed(snapshot: dict[str, Any], broker: int, path: str, when: datetime
@@ -362,7 +377,7 @@ def test_skew_that_lasts_the_window_proposes_moves_that_even_the_broker_out(sand
 
 
 def test_bad_records_on_every_topic_become_dead_letters_and_detection_goes_on(
-        sandbox, stream):
+        sandbox, stream, movable):
     job, bus = stream
     cluster_id = cid("after-garbage")
     good_metric = gauge(cluster_id, 1, "/d", 0)
@@ -403,10 +418,13 @@ def test_bad_records_on_every_topic_become_dead_letters_and_detection_goes_on(
     assert not any(bus.dead_letter_at("broker-metrics", w) for w in fine)
 
     # ... and the job still detects the next failure.
-    bus.send("cluster-snapshots", live_snapshot(sandbox, cluster_id), cluster_id.encode())
-    path = sandbox.broker(1).log_dirs[0]
-    bus.send("broker-metrics", gauge(cluster_id, 1, path, 1))
-    awaited(job, lambda: bus.actions(cluster_id, "fix_offline_replicas"), "fix after garbage")
+    snapshot = live_snapshot(sandbox, cluster_id)
+    bus.send("cluster-snapshots", snapshot, cluster_id.encode())
+    broker, path = dirs_holding(snapshot, movable)[-1]
+    bus.send("broker-metrics", gauge(cluster_id, broker, path, 1))
+    (fix,) = awaited(job, lambda: bus.actions(cluster_id, "fix_offline_replicas"),
+                     "fix after garbage")
+    assert named(fix) == on_dir(snapshot, broker, path)
 
 
 def test_every_dir_of_a_broker_offline_pages_the_operator(sandbox, stream):
