@@ -57,7 +57,6 @@ def _run(args: argparse.Namespace) -> int:
 
     from streams.bus import BusError
     from streams.job import JobError, JobOptions, run
-    from streams.snapshot_reader import SnapshotMissing
 
     options = JobOptions.from_config(
         config, checkpoint=args.checkpoint, trigger_seconds=args.trigger,
@@ -65,5 +64,5 @@ def _run(args: argparse.Namespace) -> int:
         master=args.master, metrics_port=args.metrics_port)
     try:
         return run(config, options)
-    except (BusError, JobError, SnapshotMissing) as exc:
+    except (BusError, JobError) as exc:
         raise CliError(str(exc), code=1) from None

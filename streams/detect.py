@@ -395,9 +395,14 @@ class _Step:
         facts = seen.facts
         state.brokers = {b: (facts.alive.get(b, False), len(d)) for b, d in facts.dirs.items()}
         for (broker, log_dir), episode in list(state.episodes.items()):
-            if not facts.alive.get(broker, False) or seen.time <= episode.evidence:
+            if seen.time <= episode.evidence:
+                continue
+            if broker not in facts.dirs:  # the broker left the cluster
+                self.end(episode)
+                continue
+            if not facts.alive.get(broker, False):
                 continue  # a dead broker's dirs are last known, not current
-            online = facts.dirs.get(broker, {}).get(log_dir)
+            online = facts.dirs[broker].get(log_dir)
             if online is None or online:  # back online, or removed from log.dirs
                 self.end(episode)
         for broker, dirs in sorted(facts.dirs.items()):

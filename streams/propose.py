@@ -40,7 +40,8 @@ from streams.detect import (
     SnapshotRef,
 )
 
-ReadSnapshot = Callable[[SnapshotRef, str], bytes]  # (where, cluster id) -> the record's value
+# (where, cluster id) -> the record's value; LookupError when it cannot be read back.
+ReadSnapshot = Callable[[SnapshotRef, str], bytes]
 
 
 def ms_time(ms: int) -> str:
@@ -102,8 +103,10 @@ class Proposer:
                 return self._move_dirs(decision, model, created)
             if decision.type == REBALANCE_LEADERS:
                 return self._leaders(decision, model, created)
-        except (SnapshotError, PlanError) as exc:
-            # The detector saw a problem the planner cannot handle: a person must look.
+        except (SnapshotError, PlanError, LookupError) as exc:
+            # The detector saw a problem the planner cannot handle (or the snapshot is
+            # gone from the bus): a person must look. Failing the batch instead would
+            # replay it forever.
             return [self._page(decision, f"{decision.reason}, but no plan could be made: "
                                f"{exc}; look at the cluster by hand", [], created)]
         raise ValueError(f"unknown decision type {decision.type!r}")

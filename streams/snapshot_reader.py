@@ -18,7 +18,7 @@ from remediation.config import Config
 from streams.detect import SnapshotRef
 
 
-class SnapshotMissing(RuntimeError):
+class SnapshotMissing(LookupError):
     """The referenced snapshot could not be read back from the bus."""
 
 

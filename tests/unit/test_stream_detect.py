@@ -195,6 +195,16 @@ def test_a_broker_that_stops_after_a_dir_failure_pages_the_operator():
     assert run.batch(BrokerGone(T0 + 2000, 1), snap(T0 + 60_000, dead={1})) == []
 
 
+def test_a_dead_brokers_episode_waits_for_it_and_ends_when_it_leaves_the_cluster():
+    run = Run()
+    run.batch(snap(T0, offline={(2, "/b2/d0")}))
+    run.batch(snap(T0 + 60_000, offline={(2, "/b2/d0")}, dead={2}))
+    assert (2, "/b2/d0") in run.state.episodes  # its dirs are only last known
+    gone = snap(T0 + 120_000)
+    del gone.facts.dirs[2], gone.facts.alive[2]  # decommissioned
+    assert run.batch(gone) == [] and run.state.episodes == {} and run.state.paged == {}
+
+
 def test_a_broker_going_down_without_a_failure_is_not_paged():
     run = Run()
     run.batch(snap(T0))

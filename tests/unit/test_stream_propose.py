@@ -195,6 +195,14 @@ def test_a_page_needs_no_snapshot():
                          "log_dirs": ["/d1", "/d2"]}
 
 
+def test_a_snapshot_gone_from_the_bus_becomes_a_page_not_a_batch_failing_forever():
+    def gone(ref: SnapshotRef, cluster_id: str) -> bytes:
+        raise LookupError("no snapshot of cluster c1 at or after offset 42")
+
+    (page,) = Proposer(gone).actions(decision())
+    assert page.type == PAGE and "no snapshot of cluster c1" in page.plan["message"]
+
+
 def test_a_snapshot_the_planner_cannot_read_becomes_a_page_not_a_crash():
     broken = {**cluster(), "partitions": [partition("t", 0, [9])]}
     (page,) = Proposer(Reads(broken)).actions(decision())
