@@ -278,7 +278,8 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
             query.awaitTermination(0.5)
         failed = query.exception()
         if failed is not None:
-            say(f"the query failed: {failed}")
+            # The first lines say what broke; Spark logged the whole trace above.
+            say("the query failed: " + " | ".join(str(failed).strip().splitlines()[:3]))
             return 1
         return 0
     finally:
