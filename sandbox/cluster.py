@@ -316,7 +316,9 @@ def wait_ready(
         for b in wanted:
             _check_alive(b)
         live = live_broker_ids(state)
-        ready = {b.node_id for b in wanted if b.node_id in live and _exporter_ok(b)}
+        # Registered is not yet serving: the listener may still refuse connections.
+        ready = {b.node_id for b in wanted
+                 if b.node_id in live and processes.port_open(b.port) and _exporter_ok(b)}
         for broker_id in sorted(ready - reported):
             progress(f"broker {broker_id} ready")
         reported |= ready

@@ -74,7 +74,10 @@ def loop_config(state: SandboxState, work_dir: Path,
                               if b.exporter_url],
         },
         "collect": {"scrape_interval_seconds": 2.0, "snapshot_interval_seconds": 15.0},
-        "stream": {"checkpoint_dir": work_dir / "checkpoints", "trigger_interval_seconds": 1.0},
+        # A fresh checkpoint reads its topics from the start: the snapshot the collector
+        # takes while Spark is still starting (~20 s) is not missed.
+        "stream": {"checkpoint_dir": work_dir / "checkpoints", "trigger_interval_seconds": 1.0,
+                   "starting_offsets": "earliest"},
         "serve": {
             "sqlite_path": work_dir / "actions.sqlite",
             "http_port": processes.free_port(),

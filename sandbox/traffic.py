@@ -210,6 +210,18 @@ class BackgroundConsumer(threading.Thread):
             "topic.metadata.refresh.interval.ms": 5000,
         })
         count = len(consumer.list_topics(self.topic, timeout=10).topics[self.topic].partitions)
+        # A fresh topic's leaders may not know their partition yet; with offset reset set
+        # to "error", an early BEGINNING lookup would stop that partition for good.
+        for p in range(count):
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=5)
+                    break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
         consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(count)])
         try:
             while not self._stop_event.is_set():
@@ -293,3 +305,15 @@ class TopicTail:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+def delete_topic(state: SandboxState, topic: str, timeout: float = 30.0) -> None:
+    """Delete ``topic`` and wait until the metadata no longer lists it (its bytes leave the
+    dirs moments later), so tests that share the sandbox do not see each other's data."""
+    with kafka_admin(state) as admin:
+        admin.delete_topics([topic])
+        deadline = time.monotonic() + timeout
+        while topic in admin.list_topics():
+            if time.monotonic() > deadline:
+                raise SandboxError(f"topic {topic} still listed {timeout:.0f} s after delete")
+            time.sleep(0.2)

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from datetime import datetime
-from typing import Any
 
 import pytest
 
@@ -22,67 +20,22 @@ from sandbox import cluster, loop, traffic
 from sandbox.fill import fill_disk
 from schemas.registry import validate
 from schemas.snapshot import snapshot_from_dict
+from tests.e2e.loop_support import (
+    dir_holding,
+    drop_topics,
+    fail_and_wait_for_fix,
+    named,
+    parsed,
+    stream_batches,
+    values,
+    wait_for_batches,
+)
 from tests.integration.collect_support import TopicReader
 
 pytestmark = pytest.mark.e2e
 
 SKEW_THRESHOLD = 1.10
 MIN_SKEW_BYTES = 1 << 20
-
-
-def seconds(rfc3339: str) -> float:
-    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
-
-
-def parsed(msgs) -> list[dict[str, Any]]:
-    """The JSON objects among ``msgs`` (the malformed-input test puts garbage on topics)."""
-    out = []
-    for m in msgs:
-        try:
-            doc = json.loads(m.value)
-        except ValueError:  # UnicodeDecodeError included
-            continue
-        if isinstance(doc, dict):
-            out.append(doc)
-    return out
-
-
-def values(reader: TopicReader) -> list[dict[str, Any]]:
-    return parsed(list(reader.messages))
-
-
-def on_dir_now(state, broker: int, path: str) -> set[tuple[str, int]]:
-    """What DescribeLogDirs says sits on ``path`` of ``broker`` (current replicas only)."""
-    with open_admin(state.bootstrap_servers) as admin:
-        (reply,) = admin.describe_log_dirs(brokers=[broker])
-    return {(t["name"], p["partition_index"])
-            for d in reply["log_dirs"] if d["log_dir"] == path
-            for t in d["topics"] for p in t["partitions"] if not p["is_future_key"]}
-
-
-def named(action: dict[str, Any]) -> set[tuple[str, int]]:
-    plan = action["plan"]
-    return {(p["topic"], p["partition"])
-            for p in plan["partitions"] + plan.get("unrecoverable", [])}
-
-
-def stream_batches(piece: loop.Piece) -> int:
-    """Micro-batches the job has reported in its log so far."""
-    return sum(1 for line in piece.log_tail(100000).splitlines()
-               if line.startswith("[stream] batch"))
-
-
-def wait_for_batches(the_loop: loop.Loop, more_than: int, timeout: float = 240.0) -> int:
-    deadline = time.monotonic() + timeout
-    while True:
-        the_loop.check_alive()
-        seen = stream_batches(the_loop.pieces["stream"])
-        if seen > more_than:
-            return seen
-        assert time.monotonic() < deadline, (
-            "the stream job reported no micro-batch in time:\n"
-            + the_loop.pieces["stream"].log_tail())
-        time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")
@@ -111,39 +64,7 @@ def detect(sandbox, tmp_path_factory):
         for reader in readers.values():
             reader.stop()
         the_loop.stop_all()
-
-
-def fail_and_wait_for_fix(state, the_loop, readers, broker: int, path: str,
-                          topic: str) -> tuple[dict[str, Any], float]:
-    """Fail ``path`` under traffic; the fix action and seconds from the event to it."""
-    expected = on_dir_now(state, broker, path)
-    assert (topic, 0) in expected or any(t == topic for t, _ in expected)
-    cluster.fail_disk(state, broker, path)
-    traffic.produce(state, topic, 12)  # a write makes the broker notice at once
-    event = readers["logdir-events"].wait_for(
-        lambda msgs: next((e for e in parsed(msgs)
-                           if e.get("cluster_id") == state.cluster_id
-                           and e.get("kind") == "log_dir_failure"
-                           and e.get("broker") in (broker, None)), None),
-        timeout=60, what="log_dir_failure event from the ZooKeeper collector")
-
-    def fixes(msgs):
-        return [a for a in parsed(msgs)
-                if a["type"] == "fix_offline_replicas"
-                and a["trigger"].get("broker") == broker
-                and a["trigger"].get("log_dir") == path]
-
-    (fix,) = readers["actions"].wait_for(fixes, timeout=60,
-                                         what=f"fix_offline_replicas for {path}")
-    latency = time.time() - seconds(event["event_time"])
-    the_loop.check_alive()
-    validate("action", fix)
-    assert named(fix) == expected, (
-        f"the action names {sorted(named(fix))}, DescribeLogDirs had {sorted(expected)}")
-    for target in fix["plan"]["partitions"]:
-        assert broker not in target["replicas"] or target["log_dirs"][
-            target["replicas"].index(broker)] == "any"
-    return fix, latency
+        drop_topics(sandbox, prefix)
 
 
 def test_a_failed_dir_yields_one_fix_within_30_s_and_a_restart_repeats_nothing(
@@ -153,8 +74,7 @@ def test_a_failed_dir_yields_one_fix_within_30_s_and_a_restart_repeats_nothing(
     traffic.create_topic(sandbox, topic, partitions=6, replication_factor=2)
     traffic.produce(sandbox, topic, 60)
     broker = 1
-    path = next(d for d in sandbox.broker(broker).log_dirs
-                if any(t == topic for t, _ in on_dir_now(sandbox, broker, d)))
+    path = dir_holding(sandbox, broker, topic)
     try:
         fix, latency = fail_and_wait_for_fix(sandbox, the_loop, readers, broker, path, topic)
         print(f"\nznode seen -> action on the bus: {latency:.2f} s")
@@ -239,8 +159,7 @@ def test_after_a_zookeeper_restart_the_next_failure_is_still_detected(sandbox, d
     cluster.start_zookeeper(sandbox)
     cluster.wait_ready(sandbox.reload(), timeout=120)
     broker = 2
-    path = next(d for d in sandbox.broker(broker).log_dirs
-                if any(t == topic for t, _ in on_dir_now(sandbox, broker, d)))
+    path = dir_holding(sandbox, broker, topic)
     try:
         _fix, latency = fail_and_wait_for_fix(sandbox, the_loop, readers, broker, path, topic)
         assert latency < 30.0
@@ -277,6 +196,14 @@ def test_a_filled_dir_yields_moves_that_bring_the_broker_under_the_threshold(
     need = (SKEW_THRESHOLD * total / len(dirs) - dirs[0].used) / (1 - SKEW_THRESHOLD / len(dirs))
     topic = fill_disk(sandbox, broker, dirs[0].path, int(max(need * 1.5, 0) + (32 << 20)),
                       partitions=4)
+    try:
+        _check_moves(sandbox, readers, broker, topic)
+    finally:
+        traffic.delete_topic(sandbox, topic)  # the sandbox is shared: leave no skew behind
+    the_loop.check_alive()
+
+
+def _check_moves(sandbox, readers, broker: int, topic: str) -> None:
 
     def moves(msgs):
         return [a for a in parsed(msgs)
@@ -296,4 +223,3 @@ def test_a_filled_dir_yields_moves_that_bring_the_broker_under_the_threshold(
                 r["log_dir"] = target["log_dirs"][target["replicas"].index(broker)]
     moved = ClusterModel(snapshot_from_dict(now))
     assert _excess(moved, broker) < 1.0, [(d.path, d.used) for d in broker_usage(moved, broker)]
-    the_loop.check_alive()

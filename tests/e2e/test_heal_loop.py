@@ -18,7 +18,7 @@ import pytest
 
 from sandbox import alertmanager, cluster, loop, traffic
 from sandbox.state import SandboxState
-from tests.e2e.test_detect_loop import on_dir_now, wait_for_batches
+from tests.e2e.loop_support import dir_holding, drop_topics, on_dir_now, wait_for_batches
 
 pytestmark = pytest.mark.e2e
 
@@ -70,8 +70,7 @@ def test_a_failed_disk_is_healed_after_one_click_in_a_real_browser(
     producer = traffic.BackgroundProducer(state, topic, rate_per_s=100)
     am = None
     broker = 1
-    path = next(d for d in state.broker(broker).log_dirs
-                if any(t == topic for t, _ in on_dir_now(state, broker, d)))
+    path = dir_holding(state, broker, topic)
     try:
         wait_for_batches(the_loop, 0)
         wait(lambda: api(the_loop, "GET", "/actions") is not None, "serve API", the_loop)
@@ -149,5 +148,6 @@ def test_a_failed_disk_is_healed_after_one_click_in_a_real_browser(
         if am is not None:
             am.stop()
         the_loop.stop_all()
+        drop_topics(state, the_loop.topic(""))
         if cluster.disk_failed(path):
             cluster.heal_disk(state.reload(), broker, path)

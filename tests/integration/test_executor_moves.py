@@ -16,6 +16,7 @@ from sandbox import traffic
 from sandbox.fill import fill_disk
 from sandbox.state import SandboxState
 from sandbox.status import kafka_admin
+from sandbox.traffic import delete_topic
 from tests.integration.serve_harness import bench, placed_topic, reorder_plan, wait_until
 
 pytestmark = pytest.mark.integration
@@ -32,11 +33,6 @@ def dir_throttles(state: SandboxState) -> dict[int, str]:
                                         for b in state.brokers])
     return {int(name): configs[DIR_RATE]["value"]
             for name, configs in reply.get("broker", {}).items() if DIR_RATE in configs}
-
-
-def delete_topic(state: SandboxState, topic: str) -> None:
-    with kafka_admin(state) as admin:
-        admin.delete_topics([topic])
 
 
 def test_a_skewed_broker_is_evened_out_by_itself(sandbox: SandboxState, tmp_path: Path) -> None:

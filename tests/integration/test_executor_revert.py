@@ -12,8 +12,9 @@ from remediation.plan import plan_disks
 from sandbox.fill import fill_disk
 from sandbox.state import SandboxState
 from sandbox.status import kafka_admin, placement
+from sandbox.traffic import delete_topic
 from tests.integration.serve_harness import Bench, audit_text, bench, wait_until
-from tests.integration.test_executor_moves import delete_topic, dir_throttles
+from tests.integration.test_executor_moves import dir_throttles
 
 pytestmark = pytest.mark.integration
 

@@ -140,7 +140,8 @@ def test_heal_disk_brings_the_dir_back_online(sandbox):
         assert result.returncode == 0, result.stderr
         sandbox.reload()
         assert not disk_failed(path)
-        assert log_dir_errors(sandbox, [broker_id])[broker_id][path] == 0
+        assert wait_until(lambda: log_dir_errors(sandbox, [broker_id]).get(broker_id, {})
+                          .get(path) == 0, 60), "the replaced dir is not online"
         metrics = scrape(sandbox.broker(broker_id).exporter_url)
         assert metrics[("kafka_log_offline_log_directory_count", ())] == 0
     finally:

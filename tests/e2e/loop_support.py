@@ -1,0 +1,120 @@
+"""What the end-to-end tests share: reading the loop's topics and log, picking a dir to
+fail, failing it and waiting for the fix the loop proposes."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from typing import Any
+
+from remediation.live import open_admin
+from sandbox import cluster, loop, traffic
+from schemas.registry import validate
+from tests.integration.collect_support import TopicReader
+
+
+def seconds(rfc3339: str) -> float:
+    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+
+
+def parsed(msgs) -> list[dict[str, Any]]:
+    """The JSON objects among ``msgs`` (the malformed-input test puts garbage on topics)."""
+    out = []
+    for m in msgs:
+        try:
+            doc = json.loads(m.value)
+        except ValueError:  # UnicodeDecodeError included
+            continue
+        if isinstance(doc, dict):
+            out.append(doc)
+    return out
+
+
+def values(reader: TopicReader) -> list[dict[str, Any]]:
+    return parsed(list(reader.messages))
+
+
+def on_dir_now(state, broker: int, path: str) -> set[tuple[str, int]]:
+    """What DescribeLogDirs says sits on ``path`` of ``broker`` (current replicas only)."""
+    with open_admin(state.bootstrap_servers) as admin:
+        (reply,) = admin.describe_log_dirs(brokers=[broker])
+    return {(t["name"], p["partition_index"])
+            for d in reply["log_dirs"] if d["log_dir"] == path
+            for t in d["topics"] for p in t["partitions"] if not p["is_future_key"]}
+
+
+def dir_holding(state, broker: int, topic: str) -> str:
+    """A log dir of ``broker`` that holds a replica of ``topic`` (the partition with
+    ``broker`` among its replicas, waited for as a fresh topic's logs are created)."""
+    for p in traffic.partitions(state, topic):
+        if broker in p["replica_nodes"]:
+            return traffic.log_dir_of(state, topic, p["partition_index"], broker)
+    raise AssertionError(f"broker {broker} has no replica of {topic}")
+
+
+def named(action: dict[str, Any]) -> set[tuple[str, int]]:
+    plan = action["plan"]
+    return {(p["topic"], p["partition"])
+            for p in plan["partitions"] + plan.get("unrecoverable", [])}
+
+
+def stream_batches(piece: loop.Piece) -> int:
+    """Micro-batches the job has reported in its log so far."""
+    return sum(1 for line in piece.log_tail(100000).splitlines()
+               if line.startswith("[stream] batch"))
+
+
+def wait_for_batches(the_loop: loop.Loop, more_than: int, timeout: float = 240.0) -> int:
+    deadline = time.monotonic() + timeout
+    while True:
+        the_loop.check_alive()
+        seen = stream_batches(the_loop.pieces["stream"])
+        if seen > more_than:
+            return seen
+        assert time.monotonic() < deadline, (
+            "the stream job reported no micro-batch in time:\n"
+            + the_loop.pieces["stream"].log_tail())
+        time.sleep(0.5)
+
+
+def fail_and_wait_for_fix(state, the_loop, readers, broker: int, path: str,
+                          topic: str) -> tuple[dict[str, Any], float]:
+    """Fail ``path`` under traffic; the fix action and seconds from the event to it."""
+    expected = on_dir_now(state, broker, path)
+    assert (topic, 0) in expected or any(t == topic for t, _ in expected)
+    cluster.fail_disk(state, broker, path)
+    traffic.produce(state, topic, 12)  # a write makes the broker notice at once
+    event = readers["logdir-events"].wait_for(
+        lambda msgs: next((e for e in parsed(msgs)
+                           if e.get("cluster_id") == state.cluster_id
+                           and e.get("kind") == "log_dir_failure"
+                           and e.get("broker") in (broker, None)), None),
+        timeout=60, what="log_dir_failure event from the ZooKeeper collector")
+
+    def fixes(msgs):
+        return [a for a in parsed(msgs)
+                if a["type"] == "fix_offline_replicas"
+                and a["trigger"].get("broker") == broker
+                and a["trigger"].get("log_dir") == path]
+
+    (fix,) = readers["actions"].wait_for(fixes, timeout=60,
+                                         what=f"fix_offline_replicas for {path}")
+    latency = time.time() - seconds(event["event_time"])
+    the_loop.check_alive()
+    validate("action", fix)
+    assert named(fix) == expected, (
+        f"the action names {sorted(named(fix))}, DescribeLogDirs had {sorted(expected)}")
+    for target in fix["plan"]["partitions"]:
+        assert broker not in target["replicas"] or target["log_dirs"][
+            target["replicas"].index(broker)] == "any"
+    return fix, latency
+
+
+def drop_topics(state, prefix: str) -> None:
+    """Delete a loop's bus topics: the sandbox is shared, and their bytes would skew the
+    dirs that later tests fill on purpose."""
+    with open_admin(state.bootstrap_servers) as admin:
+        mine = [t for t in admin.list_topics() if t.startswith(prefix)]
+    for topic in mine:
+        traffic.delete_topic(state, topic)
