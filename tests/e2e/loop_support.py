@@ -79,18 +79,19 @@ def wait_for_batches(the_loop: loop.Loop, more_than: int, timeout: float = 240.0
 
 
 def fail_and_wait_for_fix(state, the_loop, readers, broker: int, path: str,
-                          topic: str) -> tuple[dict[str, Any], float]:
+                          topic: str, fix_timeout: float = 60.0) -> tuple[dict[str, Any], float]:
     """Fail ``path`` under traffic; the fix action and seconds from the event to it."""
     expected = on_dir_now(state, broker, path)
     assert (topic, 0) in expected or any(t == topic for t, _ in expected)
+    earlier = len(readers["logdir-events"].messages)  # events of earlier faults do not count
     cluster.fail_disk(state, broker, path)
     traffic.produce(state, topic, 12)  # a write makes the broker notice at once
     event = readers["logdir-events"].wait_for(
-        lambda msgs: next((e for e in parsed(msgs)
+        lambda msgs: next((e for e in parsed(msgs[earlier:])
                            if e.get("cluster_id") == state.cluster_id
                            and e.get("kind") == "log_dir_failure"
                            and e.get("broker") in (broker, None)), None),
-        timeout=60, what="log_dir_failure event from the ZooKeeper collector")
+        timeout=60, what="log_dir_failure event from the collectors")
 
     def fixes(msgs):
         return [a for a in parsed(msgs)
@@ -98,7 +99,7 @@ def fail_and_wait_for_fix(state, the_loop, readers, broker: int, path: str,
                 and a["trigger"].get("broker") == broker
                 and a["trigger"].get("log_dir") == path]
 
-    (fix,) = readers["actions"].wait_for(fixes, timeout=60,
+    (fix,) = readers["actions"].wait_for(fixes, timeout=fix_timeout,
                                          what=f"fix_offline_replicas for {path}")
     latency = time.time() - seconds(event["event_time"])
     the_loop.check_alive()
