@@ -209,20 +209,11 @@ class BackgroundConsumer(threading.Thread):
             # after a leader moves, do not wait the default 5 minutes on a stale view
             "topic.metadata.refresh.interval.ms": 5000,
         })
-        count = len(consumer.list_topics(self.topic, timeout=10).topics[self.topic].partitions)
         # A fresh topic's leaders may not know their partition yet; with offset reset set
         # to "error", an early BEGINNING lookup would stop that partition for good.
-        for p in range(count):
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=5)
-                    break
-                except Exception:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.2)
-        consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(count)])
+        ends = end_offsets(consumer, self.topic)
+        consumer.assign([TopicPartition(self.topic, tp.partition, OFFSET_BEGINNING)
+                         for tp in ends])
         try:
             while not self._stop_event.is_set():
                 for msg in consumer.consume(num_messages=500, timeout=0.2):
@@ -266,25 +257,39 @@ def delivery_problems(producer: BackgroundProducer, consumer: BackgroundConsumer
     return problems
 
 
+def end_offsets(consumer: Any, topic: str, timeout: float = 30.0) -> list[Any]:
+    """Every partition of ``topic`` at its high watermark, as TopicPartitions. A topic
+    created moments ago may be missing from a broker's metadata, or lack a leader that
+    knows it: retry until ``timeout``."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            meta = consumer.list_topics(topic, timeout=10).topics[topic]
+            if meta.error is not None:
+                raise KafkaException(meta.error)
+            if meta.partitions:
+                return [TopicPartition(topic, p, consumer.get_watermark_offsets(
+                            TopicPartition(topic, p), timeout=10)[1])
+                        for p in sorted(meta.partitions)]
+            problem = "no partitions yet"
+        except KafkaException as exc:
+            problem = str(exc)
+        if time.monotonic() > deadline:
+            raise SandboxError(f"topic {topic} not readable after {timeout:.0f} s: {problem}")
+        time.sleep(0.3)
+
+
 class TopicTail:
     """Reads JSON records from the current end of a topic (no group, no commits)."""
 
     def __init__(self, state: SandboxState, topic: str, timeout: float = 60.0) -> None:
-        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka import Consumer
 
         self.consumer = Consumer({**client_config(state), "group.id": "unused",
                                   "enable.auto.commit": False})
-        deadline = time.monotonic() + timeout
-        while True:
-            meta = self.consumer.list_topics(topic, timeout=10).topics[topic]
-            if meta.error is None and meta.partitions:
-                break
-            if time.monotonic() > deadline:
-                raise SandboxError(f"topic {topic} did not appear within {timeout:.0f} s")
-            time.sleep(0.5)
-        ends = [TopicPartition(topic, p, self.consumer.get_watermark_offsets(
-            TopicPartition(topic, p), 10)[1]) for p in meta.partitions]
-        self.consumer.assign(ends)
+        self.consumer.assign(end_offsets(self.consumer, topic, timeout))
 
     def wait_for(self, match: Callable[[dict[str, Any]], bool],
                  timeout: float) -> tuple[dict[str, Any], float] | None:

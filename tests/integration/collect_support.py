@@ -20,6 +20,7 @@ from remediation.config import Config
 from remediation.config import load as load_config
 from sandbox.cluster import client_config
 from sandbox.state import SandboxState
+from sandbox.traffic import end_offsets
 from streams.bus import ensure_topics
 from tests.conftest import SELFHEAL
 
@@ -51,26 +52,7 @@ class TopicReader(threading.Thread):
         self._stop_event = threading.Event()
         self._consumer = Consumer({**client_config(state), "group.id": "unused",
                                    "enable.auto.commit": False})
-        self._consumer.assign(self._ends(topic))
-
-    def _ends(self, topic: str) -> list[Any]:
-        """Every partition at its high watermark. A topic created moments ago may be
-        missing from a broker's metadata, or lack a leader, for a moment: retry."""
-        from confluent_kafka import KafkaException, TopicPartition
-
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                meta = self._consumer.list_topics(topic, timeout=10).topics[topic]
-                if meta.error is not None:
-                    raise KafkaException(meta.error)
-                return [TopicPartition(topic, p, self._consumer.get_watermark_offsets(
-                            TopicPartition(topic, p), timeout=10)[1])
-                        for p in sorted(meta.partitions)]
-            except KafkaException:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.3)
+        self._consumer.assign(end_offsets(self._consumer, topic))
 
     def run(self) -> None:
         try:
