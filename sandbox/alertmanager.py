@@ -15,7 +15,6 @@ import urllib.error
 import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from sandbox import processes
 
@@ -78,10 +77,6 @@ class Alertmanager:
         except urllib.error.HTTPError as exc:
             raise AlertmanagerError(
                 f"Alertmanager refused the alert: HTTP {exc.code} {exc.read().decode()}") from exc
-
-    def alerts(self) -> list[dict[str, Any]]:
-        with urllib.request.urlopen(f"{self.url}/api/v2/alerts", timeout=5) as resp:
-            return list(json.load(resp))
 
     def stop(self) -> bool:
         return processes.stop(self.pid, self.marker)

@@ -131,10 +131,6 @@ class Loop:
         piece = self.pieces[name]
         return processes.stop(piece.pid, piece.marker, timeout=timeout, sig=sig)
 
-    def kill(self, name: str) -> bool:
-        """SIGKILL: a crash, no clean shutdown."""
-        return self.stop(name, sig=signal.SIGKILL)
-
     def restart(self, name: str) -> Piece:
         self.stop(name)
         return self.start(name)
