@@ -41,11 +41,12 @@ def _round(state: SandboxState, tail: traffic.TopicTail, topic: str, broker: int
            path: str) -> tuple[float, float] | None:
     cluster.fail_disk(state, broker, path)
     try:
-        traffic.produce(state, topic, 12)
+        nudge = traffic.produce_in_background(state, topic, 12)
         found = tail.wait_for(
             lambda a: a["type"] == "fix_offline_replicas"
             and a["trigger"].get("broker") == broker and a["trigger"].get("log_dir") == path,
             timeout=60)
+        nudge.join(timeout=150)
     finally:
         cluster.heal_disk(state, broker, path)
         state.reload()

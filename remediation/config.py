@@ -145,6 +145,10 @@ class DetectConfig:
     # A log-dir failure signal that names no dir (a ZooKeeper notification) is tied to
     # the dir a gauge or snapshot shows offline within this long.
     signal_window_seconds: float = _field(120.0, _positive)
+    # An offline dir is planned from a snapshot taken after its first signal (the
+    # collector takes one at once): an older one may not know partitions created since.
+    # Past this wait with none, the latest snapshot is used, the dir marked offline.
+    fresh_snapshot_wait_seconds: float = _field(15.0, _at_least(0.0))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

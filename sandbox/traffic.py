@@ -72,6 +72,16 @@ def produce(state: SandboxState, topic: str, count: int, prefix: str | None = No
     return acked
 
 
+def produce_in_background(state: SandboxState, topic: str, count: int) -> threading.Thread:
+    """`produce` on a started thread (join it): a write right after a fault makes the broker
+    notice at once, but its acknowledgement can wait out a request timeout on the failed
+    leader, and the caller has to watch the clock meanwhile."""
+    thread = threading.Thread(target=produce, args=(state, topic, count), daemon=True,
+                              name=f"nudge-{topic}")
+    thread.start()
+    return thread
+
+
 class BackgroundProducer(threading.Thread):
     """Produces numbered messages until stopped; ``acked`` holds what the cluster acknowledged."""
 

@@ -9,9 +9,12 @@ Offline dirs. A ZooKeeper notification names at most the broker, so it is held a
 *pending* failure signal; the dir comes from the per-dir gauge, a KRaft event, or the
 snapshot the collector takes at once. The first of those opens an *episode* for
 (broker, dir), dated by the earliest signal that matches it. An episode is proposed once
-(`fix_offline_replicas`) as soon as some snapshot exists to plan from, and ends when
-newer evidence shows the dir online (or gone from the broker), so the event, the gauge
-and every later snapshot reporting the same failure propose nothing more.
+(`fix_offline_replicas`) as soon as a snapshot taken at or after that signal exists to
+plan from (an older one may not know partitions created since; the collector takes one
+at once on a failure), or, failing that, after `fresh_snapshot_wait_ms` of event time
+with the latest snapshot and the dir marked offline. It ends when newer evidence shows
+the dir online (or gone from the broker), so the event, the gauge and every later
+snapshot reporting the same failure propose nothing more.
 
 Times are epoch milliseconds of event time. Signals of one batch are applied in event
 time order, so a notification that arrives together with the snapshot it caused still
@@ -49,6 +52,7 @@ class DetectSettings:
     skew_window_ms: Ms = 300_000
     leader_window_ms: Ms = 600_000
     signal_window_ms: Ms = 120_000
+    fresh_snapshot_wait_ms: Ms = 15_000
 
     @classmethod
     def from_config(cls, detect: DetectConfig) -> DetectSettings:
@@ -56,6 +60,7 @@ class DetectSettings:
             skew_window_ms=round(detect.skew_window_seconds * 1000),
             leader_window_ms=round(detect.leader_window_seconds * 1000),
             signal_window_ms=round(detect.signal_window_seconds * 1000),
+            fresh_snapshot_wait_ms=round(detect.fresh_snapshot_wait_seconds * 1000),
         )
 
 
@@ -455,7 +460,7 @@ class _Step:
             offline = tuple(sorted(state.episodes))
             for key in offline:
                 episode = state.episodes[key]
-                if episode.proposed:
+                if episode.proposed or not self.plannable(episode):
                     continue
                 episode.proposed = True
                 self.decisions.append(Decision(
@@ -471,6 +476,14 @@ class _Step:
                 f"dir: no metric or snapshot named one within "
                 f"{self.settings.signal_window_ms / 1000:.0f} s; check the collectors"))
         state.pending = [p for p in state.pending if p not in expired]
+
+    def plannable(self, episode: Episode) -> bool:
+        """The latest snapshot was taken after the episode began, or the wait for one is
+        over (measured on the newest event time: the watermark lags by its delay)."""
+        snapshot = self.state.snapshot
+        return snapshot is not None and (
+            snapshot.taken_at >= episode.since
+            or self.state.newest - episode.since >= self.settings.fresh_snapshot_wait_ms)
 
     def page_dead_dirs(self) -> None:
         """Every dir of a broker offline: software can move replicas away, but only an

@@ -85,7 +85,7 @@ def fail_and_wait_for_fix(state, the_loop, readers, broker: int, path: str,
     assert (topic, 0) in expected or any(t == topic for t, _ in expected)
     earlier = len(readers["logdir-events"].messages)  # events of earlier faults do not count
     cluster.fail_disk(state, broker, path)
-    traffic.produce(state, topic, 12)  # a write makes the broker notice at once
+    nudge = traffic.produce_in_background(state, topic, 12)  # the broker notices at once
     event = readers["logdir-events"].wait_for(
         lambda msgs: next((e for e in parsed(msgs[earlier:])
                            if e.get("cluster_id") == state.cluster_id
@@ -101,7 +101,10 @@ def fail_and_wait_for_fix(state, the_loop, readers, broker: int, path: str,
 
     (fix,) = readers["actions"].wait_for(fixes, timeout=fix_timeout,
                                          what=f"fix_offline_replicas for {path}")
-    latency = time.time() - seconds(event["event_time"])
+    # When the record reached the reader's thread, not when this thread looked.
+    (arrival,) = [m for m in readers["actions"].messages if fix["action_id"].encode() in m.value]
+    latency = arrival.arrived_at - seconds(event["event_time"])
+    nudge.join(timeout=150)
     the_loop.check_alive()
     validate("action", fix)
     assert named(fix) == expected, (

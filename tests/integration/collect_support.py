@@ -31,6 +31,7 @@ class Message:
     value: bytes
     headers: tuple[tuple[str, bytes], ...]
     arrived: float  # time.monotonic() when the reader got it
+    arrived_at: float  # time.time() of the same moment, to compare with records' times
 
 
 def sandbox_config(state: SandboxState) -> Config:
@@ -61,7 +62,7 @@ class TopicReader(threading.Thread):
                     if msg.error() is None:
                         self.messages.append(Message(
                             msg.key(), msg.value(), tuple(msg.headers() or ()),
-                            time.monotonic()))
+                            time.monotonic(), time.time()))
         finally:
             self._consumer.close()
 

@@ -242,6 +242,19 @@ def gauge(cluster_id: str, broker: int, log_dir: str, value: int,
             "labels": {"log_dir": log_dir}, "value": value}
 
 
+def taken_later(snapshot: dict[str, Any], when: datetime,
+                offline: set[tuple[int, str]]) -> dict[str, Any]:
+    """The snapshot as the collector takes it at once after a failure: taken at ``when``,
+    the (broker, dir) pairs in ``offline`` offline, replicas where they were."""
+    out = copy.deepcopy(snapshot)
+    out["taken_at"] = rfc3339(when)
+    for b in out["brokers"]:
+        for d in b["log_dirs"]:
+            if (b["id"], d["path"]) in offline:
+                d["online"] = False
+    return out
+
+
 def on_dir(snapshot: dict[str, Any], broker: int, path: str) -> set[tuple[str, int]]:
     return {(p["topic"], p["partition"]) for p in snapshot["partitions"]
             for r in p["replicas"] if r["broker"] == broker and r["log_dir"] == path}
@@ -323,7 +336,16 @@ def test_the_gauge_alone_and_a_kraft_event_alone_each_propose_the_fix(sandbox, s
     when = datetime.now(UTC)
     bus.send("broker-metrics", gauge(by_gauge, b1, d1, 0, when - timedelta(seconds=10)))
     bus.send("broker-metrics", gauge(by_gauge, b1, d1, 1, when))
+    # The KRaft probe's event and the snapshot it takes at once.
     bus.send("logdir-events", logdir_event(by_event, when, b2, d2, "describe_log_dirs"))
+    bus.send("cluster-snapshots", {**taken_later(snapshot, when + timedelta(seconds=0.3),
+                                                 {(b2, d2)}), "cluster_id": by_event},
+             by_event.encode())
+    # No snapshot newer than the gauge: the gauge goes on reading 1, and after the wait
+    # for a fresh one (15 s of event time by default) the older snapshot is planned from.
+    bus.settle()
+    assert bus.actions(by_gauge, "fix_offline_replicas") == []
+    bus.send("broker-metrics", gauge(by_gauge, b1, d1, 1, when + timedelta(seconds=16)))
     (fix,) = awaited(job, lambda: bus.actions(by_gauge, "fix_offline_replicas"), "gauge fix")
     assert fix["trigger"] == {"kind": "metric", "broker": b1, "log_dir": d1}
     assert fix["event_time"] == rfc3339(when)
@@ -421,7 +443,10 @@ def test_bad_records_on_every_topic_become_dead_letters_and_detection_goes_on(
     snapshot = live_snapshot(sandbox, cluster_id)
     bus.send("cluster-snapshots", snapshot, cluster_id.encode())
     broker, path = dirs_holding(snapshot, movable)[-1]
-    bus.send("broker-metrics", gauge(cluster_id, broker, path, 1))
+    when = datetime.now(UTC)
+    bus.send("broker-metrics", gauge(cluster_id, broker, path, 1, when))
+    bus.send("cluster-snapshots", taken_later(snapshot, when + timedelta(seconds=0.5),
+                                              {(broker, path)}), cluster_id.encode())
     (fix,) = awaited(job, lambda: bus.actions(cluster_id, "fix_offline_replicas"),
                      "fix after garbage")
     assert named(fix) == on_dir(snapshot, broker, path)
@@ -430,10 +455,14 @@ def test_bad_records_on_every_topic_become_dead_letters_and_detection_goes_on(
 def test_every_dir_of_a_broker_offline_pages_the_operator(sandbox, stream):
     job, bus = stream
     cluster_id = cid("page")
-    bus.send("cluster-snapshots", live_snapshot(sandbox, cluster_id), cluster_id.encode())
+    snapshot = live_snapshot(sandbox, cluster_id)
+    bus.send("cluster-snapshots", snapshot, cluster_id.encode())
     dirs = sandbox.broker(2).log_dirs
+    when = datetime.now(UTC)
     for path in dirs:
-        bus.send("broker-metrics", gauge(cluster_id, 2, path, 1))
+        bus.send("broker-metrics", gauge(cluster_id, 2, path, 1, when))
+    bus.send("cluster-snapshots", taken_later(snapshot, when + timedelta(seconds=0.5),
+                                              {(2, d) for d in dirs}), cluster_id.encode())
     (page,) = awaited(job, lambda: [a for a in bus.actions(cluster_id, "page_operator")
                                     if "every log dir" in a["reason"]], "page")
     assert page["plan"]["brokers"] == [2] and page["plan"]["log_dirs"] == sorted(dirs)
