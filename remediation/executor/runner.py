@@ -14,6 +14,7 @@ restoring "what was there before" in the wrong order would leave one's throttle 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -33,6 +34,9 @@ HOUR = timedelta(hours=1)
 # different moments: a move that looks neither in flight nor done is believed only after
 # it has looked so for this long.
 STALL_GRACE = timedelta(seconds=15)
+# A broker applies a dynamic config moments after the alter returns (a ZooKeeper
+# notification, or the KRaft metadata log); a move submitted in between runs unthrottled.
+THROTTLE_VISIBLE_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,6 +410,24 @@ class Executor:
         self.store.update_journal(row.id, throttles=known)
         self.cluster.alter_configs(throttle.changes(target, found))
         self.store.note(row.id, ACTOR, f"throttle set: {throttle.describe(target)}")
+        late = self._await_brokers(target, keys)
+        if late:
+            self.store.note(row.id, ACTOR, f"throttle not yet applied by {late} after "
+                            f"{THROTTLE_VISIBLE_SECONDS:.0f} s; going on")
+
+    def _await_brokers(self, target: throttle.Configs, keys: set[str]) -> str:
+        """Wait until each broker reports the values it was given (DescribeConfigs of a
+        broker is answered by that broker); the ones that do not, named, after the wait."""
+        brokers = {r: v for r, v in target.items() if throttle.split(r)[0] == "broker"}
+        deadline = time.monotonic() + THROTTLE_VISIBLE_SECONDS
+        while brokers:
+            found = self.cluster.configs(brokers, keys)
+            brokers = {r: v for r, v in brokers.items()
+                       if any(found[r].get(k) != value for k, value in v.items())}
+            if not brokers or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        return ", ".join(sorted(brokers))
 
     def _restore(self, row: ActionRow) -> None:
         known = dict(self._fresh(row).journal.get("throttles", {}))
