@@ -149,6 +149,9 @@ class DetectConfig:
     # collector takes one at once): an older one may not know partitions created since.
     # Past this wait with none, the latest snapshot is used, the dir marked offline.
     fresh_snapshot_wait_seconds: float = _field(15.0, _at_least(0.0))
+    # A broker that stops while one of its dirs is failed is paged unless it is back
+    # within this long (an operator restarting it after replacing the disk).
+    broker_return_grace_seconds: float = _field(60.0, _at_least(0.0))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

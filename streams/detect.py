@@ -53,6 +53,7 @@ class DetectSettings:
     leader_window_ms: Ms = 600_000
     signal_window_ms: Ms = 120_000
     fresh_snapshot_wait_ms: Ms = 15_000
+    broker_return_grace_ms: Ms = 60_000
 
     @classmethod
     def from_config(cls, detect: DetectConfig) -> DetectSettings:
@@ -61,6 +62,7 @@ class DetectSettings:
             leader_window_ms=round(detect.leader_window_seconds * 1000),
             signal_window_ms=round(detect.signal_window_seconds * 1000),
             fresh_snapshot_wait_ms=round(detect.fresh_snapshot_wait_seconds * 1000),
+            broker_return_grace_ms=round(detect.broker_return_grace_seconds * 1000),
         )
 
 
@@ -236,6 +238,9 @@ class ClusterState:
     skew: dict[int, Spell] = field(default_factory=dict)
     leaders: Spell | None = None
     paged: dict[int, Ms] = field(default_factory=dict)
+    # broker -> when it was first seen gone with a failure open: paged after the grace
+    # unless it comes back (an operator restarting it after replacing the disk).
+    departed: dict[int, Ms] = field(default_factory=dict)
     newest: Ms = 0  # newest event time seen: the clock when there is no watermark
 
     def to_json(self) -> str:
@@ -247,6 +252,7 @@ class ClusterState:
             "skew": {str(b): dataclasses.asdict(s) for b, s in self.skew.items()},
             "leaders": dataclasses.asdict(self.leaders) if self.leaders else None,
             "paged": {str(b): t for b, t in self.paged.items()},
+            "departed": {str(b): t for b, t in self.departed.items()},
             "newest": self.newest,
         }, separators=(",", ":"))
 
@@ -262,6 +268,7 @@ class ClusterState:
             skew={int(b): Spell(**s) for b, s in doc["skew"].items()},
             leaders=Spell(**doc["leaders"]) if doc["leaders"] else None,
             paged={int(b): t for b, t in doc["paged"].items()},
+            departed={int(b): t for b, t in doc.get("departed", {}).items()},
             newest=doc["newest"],
         )
 
@@ -367,21 +374,41 @@ class _Step:
             state.paged.pop(episode.broker, None)
 
     def broker_gone(self, broker: int, time: Ms) -> None:
-        """A broker that stops after its dirs failed is what Kafka does when every dir
-        fails (it halts): that needs an operator."""
+        """A broker that stops after a dir failed: Kafka halts one when every dir fails,
+        and an operator stops one to replace a disk. Paged by `page_departed` unless it
+        is back within the grace."""
+        state = self.state
+        if broker in state.paged or not self.failing(broker):
+            return
+        state.departed[broker] = min(time, state.departed.get(broker, time))
+
+    def failing(self, broker: int) -> bool:
+        return any(e.broker == broker for e in self.state.episodes.values()) or any(
+            p.broker == broker for p in self.state.pending)
+
+    def page_departed(self) -> None:
+        state = self.state
+        for broker, gone in sorted(state.departed.items()):
+            if broker in state.paged or not self.failing(broker):
+                del state.departed[broker]  # paged otherwise, or its failure is over
+            elif state.newest - gone >= self.settings.broker_return_grace_ms:
+                del state.departed[broker]
+                self.page_stopped(broker)
+
+    def page_stopped(self, broker: int) -> None:
         state = self.state
         mine = [e for e in state.episodes.values() if e.broker == broker]
         signalled = [p for p in state.pending if p.broker == broker]
-        if broker in state.paged or not (mine or signalled):
-            return
         dirs = sorted(e.log_dir for e in mine)
         since = min([e.since for e in mine] + [p.time for p in signalled])
         trigger = min([(e.since, e.trigger) for e in mine]
                       + [(p.time, p.source) for p in signalled])[1]
         what = f"log dir {', '.join(dirs)}" if dirs else "a log dir"
-        self.page(broker, since, trigger, dirs, time,
-                  f"broker {broker} stopped after {what} failed (Kafka halts a broker "
-                  "when no log dir is left); replace the failed disks and restart it")
+        grace = self.settings.broker_return_grace_ms / 1000
+        self.page(broker, since, trigger, dirs, state.newest,
+                  f"broker {broker} stopped after {what} failed and has not come back in "
+                  f"{grace:.0f} s (Kafka halts a broker when no log dir is left); replace "
+                  "the failed disks and restart it")
 
     def page(self, broker: int, event_time: Ms, trigger: str, dirs: list[str], now: Ms,
              reason: str) -> None:
@@ -399,6 +426,8 @@ class _Step:
         state.snapshot = seen.ref
         facts = seen.facts
         state.brokers = {b: (facts.alive.get(b, False), len(d)) for b, d in facts.dirs.items()}
+        for broker in [b for b in state.departed if facts.alive.get(b, False)]:
+            del state.departed[broker]  # back: a restart, not a halt
         for (broker, log_dir), episode in list(state.episodes.items()):
             if seen.time <= episode.evidence:
                 continue
@@ -456,6 +485,7 @@ class _Step:
     def finish(self, clock: Ms) -> None:
         state = self.state
         self.page_dead_dirs()
+        self.page_departed()
         if state.snapshot is not None:
             offline = tuple(sorted(state.episodes))
             for key in offline:

@@ -206,14 +206,28 @@ def test_every_dir_of_a_broker_offline_pages_the_operator_once():
                      BrokerGone(T0 + 6000, 0)) == []
 
 
-def test_a_broker_that_stops_after_a_dir_failure_pages_the_operator():
-    run = Run()
+def test_a_broker_that_stops_after_a_dir_failure_and_stays_down_pages_the_operator():
+    run = Run(DetectSettings(broker_return_grace_ms=60_000))
     run.batch(snap(T0 - 60_000))
     run.batch(Failure(T0, LOGDIR_EVENT, broker=1))
-    (page,) = run.batch(snap(T0 + 1500, dead={1}))
+    assert run.batch(snap(T0 + 1500, dead={1})) == []  # maybe a restart: the grace runs
+    assert run.batch(BrokerGone(T0 + 2000, 1), snap(T0 + 31_000, dead={1})) == []
+    (page,) = run.batch(snap(T0 + 61_500, dead={1}))
     assert (page.type, page.broker, page.event_time) == (PAGE, 1, T0)
-    assert "stopped" in page.reason
-    assert run.batch(BrokerGone(T0 + 2000, 1), snap(T0 + 60_000, dead={1})) == []
+    assert "stopped" in page.reason and "not come back in 60 s" in page.reason
+    assert run.batch(BrokerGone(T0 + 62_000, 1), snap(T0 + 90_000, dead={1})) == []
+
+
+def test_a_broker_restarted_within_the_grace_is_not_paged():
+    # What an operator does after replacing the disk: stop the broker, start it again.
+    run = Run(DetectSettings(broker_return_grace_ms=60_000))
+    run.batch(snap(T0 - 60_000))
+    run.batch(Failure(T0, METRIC, 1, "/b1/d1"), snap(T0 + 500, offline={(1, "/b1/d1")}))
+    assert run.batch(BrokerGone(T0 + 20_000, 1), snap(T0 + 21_000, offline={(1, "/b1/d1")},
+                                                      dead={1})) == []
+    assert run.batch(snap(T0 + 40_000)) == []  # back, with a working disk
+    assert run.batch(snap(T0 + 100_000)) == [] and run.state.departed == {}
+    assert run.state.episodes == {}
 
 
 def test_a_dead_brokers_episode_waits_for_it_and_ends_when_it_leaves_the_cluster():
