@@ -38,8 +38,9 @@ class LockError(RuntimeError):
 
 
 class Leadership(Protocol):
-    def wait(self, stop: threading.Event) -> bool:
-        """Block until this process leads (True) or `stop` is set (False)."""
+    def wait(self, stop: threading.Event, timeout: float | None = None) -> bool:
+        """Block until this process leads (True), or `stop` is set or about ``timeout``
+        seconds passed (False)."""
         ...
 
     def is_leader(self) -> bool: ...
@@ -108,8 +109,9 @@ class ZkLeadership:
                 self._leader = False
                 self._log("ZooKeeper session lost: no longer the active executor")
 
-    def wait(self, stop: threading.Event) -> bool:
-        while not stop.is_set():
+    def wait(self, stop: threading.Event, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
             if not self._connected.wait(timeout=1.0):
                 continue
             try:
@@ -159,6 +161,7 @@ class GroupLeadership:
         self._stop = threading.Event()
         _ensure_lock_topic(client_config, topic)
         self._client_config = client_config
+        self._admin: Any = None
         self._group = f"selfheal-executor-lock-{cluster_id}"
         self.consumer = Consumer({
             **client_config,
@@ -195,8 +198,9 @@ class GroupLeadership:
                 self._log(f"executor lease poll failed ({exc}); retrying")
                 time.sleep(1.0)
 
-    def wait(self, stop: threading.Event) -> bool:
-        while not stop.is_set():
+    def wait(self, stop: threading.Event, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
             if self._leader.wait(timeout=1.0):
                 return True
         return False
@@ -210,8 +214,8 @@ class GroupLeadership:
         from confluent_kafka.admin import AdminClient
 
         try:
-            admin = AdminClient(self._client_config)
-            group = admin.describe_consumer_groups([self._group], request_timeout=5)
+            self._admin = self._admin or AdminClient(self._client_config)
+            group = self._admin.describe_consumer_groups([self._group], request_timeout=5)
             (desc,) = [f.result() for f in group.values()]
         except Exception:
             return None  # the bus is slow or away: unknown, as the page says

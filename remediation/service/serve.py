@@ -30,6 +30,7 @@ from remediation.service.pages import current_replicas
 from schemas.records import ConsumerAssignment, rfc3339
 
 OUTBOX_SECONDS = 1.0
+HOLDER_REFRESH_SECONDS = 5.0
 RETRY_SECONDS = 5.0
 
 
@@ -102,13 +103,18 @@ class Serve:
         from remediation.executor import lock
 
         leadership = lock.leadership_for(self.config, lock.identity(self.url), self.log)
+        said: str | None = None  # the holder last announced ("" for nobody)
         try:
             while not stop.is_set():
-                self.runtime.holder = leadership.holder()
-                self.log(f"standby: waiting for the executor lock (held by "
-                         f"{self.runtime.holder or 'nobody yet'})")
-                if not leadership.wait(stop):
-                    break
+                # Who leads is asked again every few seconds while waiting: a group still
+                # forming, or a leader that changed, shows up on /healthz and in the log.
+                holder = self.runtime.holder = leadership.holder()
+                if (holder or "") != said:
+                    self.log(f"standby: waiting for the executor lock (held by "
+                             f"{holder or 'nobody yet'})")
+                    said = holder or ""
+                if not leadership.wait(stop, timeout=HOLDER_REFRESH_SECONDS):
+                    continue
                 self.runtime.leader = True
                 self.runtime.holder = leadership.holder()
                 self.log("active executor: taking in actions and running them")
@@ -118,6 +124,7 @@ class Serve:
                     self.runtime.leader = False
                 if not stop.is_set():
                     self.log("no longer the active executor")
+                said = None
         finally:
             leadership.close()
 
