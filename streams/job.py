@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -285,6 +286,7 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
     finally:
         if query is not None and query.isActive:
             say("stopping the query")
+            _between_batches(query)
             query.stop()
         if sink is not None:
             sink.close()
@@ -294,6 +296,25 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         say("stopped")
+
+
+STOP_WAIT_SECONDS = 30.0
+
+
+def _between_batches(query: Any, timeout: float = STOP_WAIT_SECONDS) -> None:
+    """Wait (bounded) until no micro-batch is running. Stopping interrupts the batch in
+    flight, and Spark then matches the Python error's whole text against a regex that
+    overflows the JVM stack on long texts: the stream thread died with a
+    StackOverflowError instead of stopping. Nothing is lost either way (the checkpoint
+    re-runs an unfinished batch); this keeps the stop clean."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if not query.status.get("isTriggerActive", False):
+                return
+        except Exception:  # the query ended meanwhile: nothing to wait for
+            return
+        time.sleep(0.05)
 
 
 def submitted() -> bool:
