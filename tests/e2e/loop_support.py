@@ -86,25 +86,28 @@ def fail_and_wait_for_fix(state, the_loop, readers, broker: int, path: str,
     earlier = len(readers["logdir-events"].messages)  # events of earlier faults do not count
     cluster.fail_disk(state, broker, path)
     nudge = traffic.produce_in_background(state, topic, 12)  # the broker notices at once
-    event = readers["logdir-events"].wait_for(
-        lambda msgs: next((e for e in parsed(msgs[earlier:])
-                           if e.get("cluster_id") == state.cluster_id
-                           and e.get("kind") == "log_dir_failure"
-                           and e.get("broker") in (broker, None)), None),
-        timeout=60, what="log_dir_failure event from the collectors")
+    try:
+        event = readers["logdir-events"].wait_for(
+            lambda msgs: next((e for e in parsed(msgs[earlier:])
+                               if e.get("cluster_id") == state.cluster_id
+                               and e.get("kind") == "log_dir_failure"
+                               and e.get("broker") in (broker, None)), None),
+            timeout=60, what="log_dir_failure event from the collectors")
 
-    def fixes(msgs):
-        return [a for a in parsed(msgs)
-                if a["type"] == "fix_offline_replicas"
-                and a["trigger"].get("broker") == broker
-                and a["trigger"].get("log_dir") == path]
+        def fixes(msgs):
+            return [a for a in parsed(msgs)
+                    if a["type"] == "fix_offline_replicas"
+                    and a["trigger"].get("broker") == broker
+                    and a["trigger"].get("log_dir") == path]
 
-    (fix,) = readers["actions"].wait_for(fixes, timeout=fix_timeout,
-                                         what=f"fix_offline_replicas for {path}")
-    # When the record reached the reader's thread, not when this thread looked.
-    (arrival,) = [m for m in readers["actions"].messages if fix["action_id"].encode() in m.value]
-    latency = arrival.arrived_at - seconds(event["event_time"])
-    nudge.join(timeout=150)
+        (fix,) = readers["actions"].wait_for(fixes, timeout=fix_timeout,
+                                             what=f"fix_offline_replicas for {path}")
+        # When the record reached the reader's thread, not when this thread looked.
+        (arrival,) = [m for m in readers["actions"].messages
+                      if fix["action_id"].encode() in m.value]
+        latency = arrival.arrived_at - seconds(event["event_time"])
+    finally:
+        nudge.join(timeout=150)  # its acknowledgement may wait out a timeout
     the_loop.check_alive()
     validate("action", fix)
     assert named(fix) == expected, (
