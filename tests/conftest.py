@@ -45,6 +45,20 @@ def kraft_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxS
         cluster.down(state.reload())
 
 
+@pytest.fixture(scope="module")
+def local_spark(request: pytest.FixtureRequest) -> Iterator[object]:
+    """A plain Spark session in this process with the real Kafka connector (a driver JVM
+    per test module, stopped by PID after it), for what only Spark itself can say."""
+    from streams.spark import session, stop
+
+    spark = session(f"selfheal-{request.module.__name__.rsplit('.', 1)[-1]}",
+                    master="local[1]")
+    try:
+        yield spark
+    finally:
+        stop(spark)
+
+
 def run_cli(args: list[str], state: SandboxState | None = None,
             timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run the real `selfheal` command; with ``state``, aimed at that sandbox by environment."""

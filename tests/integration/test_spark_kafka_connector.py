@@ -10,28 +10,17 @@ from sandbox.jars import artifact_name, spark_connector_jars
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from streams.spark import session, stop
-
-    spark = session("selfheal-connector-test", master="local[1]")
-    try:
-        yield spark
-    finally:
-        stop(spark)
-
-
 def test_connector_jars_leave_out_what_pyspark_ships():
     names = {artifact_name(j) for j in spark_connector_jars()}
     assert "spark-sql-kafka-0-10_2.13" in names and "kafka-clients" in names
     assert "scala-library" not in names and "hadoop-client-runtime" not in names
 
 
-def test_spark_reads_every_record_of_a_topic_and_writes_back(sandbox, spark):
+def test_spark_reads_every_record_of_a_topic_and_writes_back(sandbox, local_spark):
     traffic.create_topic(sandbox, "spark-in", partitions=3, replication_factor=3)
     traffic.create_topic(sandbox, "spark-out", partitions=1, replication_factor=3)
     acked = traffic.produce(sandbox, "spark-in", 500)
-    df = (spark.read.format("kafka")
+    df = (local_spark.read.format("kafka")
           .option("kafka.bootstrap.servers", sandbox.bootstrap_servers)
           .option("subscribe", "spark-in")
           .option("startingOffsets", "earliest").option("endingOffsets", "latest")

@@ -485,18 +485,6 @@ def test_the_metrics_endpoint_counts_what_the_job_did(stream):
     assert any(x.startswith("[stream] batch ") and " rows, " in x for x in job.lines)
 
 
-@pytest.fixture(scope="module")
-def local_spark():
-    """A plain session in this process (no job), for what only Spark itself can say."""
-    from streams.spark import session, stop
-
-    spark = session("selfheal-stream-checks", master="local[1]")
-    try:
-        yield spark
-    finally:
-        stop(spark)
-
-
 def test_spark_reads_an_action_plan_back_as_its_raw_json_text(sandbox, stream, local_spark):
     """schemas/spark.py types the free-form plan as a string: from_json must keep it whole."""
     from pyspark.sql import functions as F
