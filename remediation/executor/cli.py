@@ -67,16 +67,11 @@ def _execute(args: argparse.Namespace) -> int:
         print(message, file=sys.stderr, flush=True)
 
     leadership = lock.leadership_for(config, lock.identity() + " (selfheal execute)", say)
-    waited = threading.Event()
-    timer = threading.Timer(args.lock_wait, waited.set)
-    timer.daemon = True
-    timer.start()
     try:
-        if not leadership.wait(waited):
+        if not leadership.wait(threading.Event(), timeout=args.lock_wait):
             raise CliError(f"the executor lock is held by {leadership.holder() or 'another'}"
                            f" executor: a selfheal serve is running; produce the action to "
                            f"{config.topic('actions')} instead, or stop it", 2)
-        timer.cancel()
         config.serve.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
         with ActionStore(config.serve.sqlite_path) as store, \
                 open_admin(servers, client_id="selfheal-execute") as admin:
@@ -95,11 +90,12 @@ def _execute(args: argparse.Namespace) -> int:
             while True:
                 row = store.get(aid)
                 assert row is not None
-                for entry in store.audit(aid)[shown:]:
+                entries = store.audit(aid)
+                for entry in entries[shown:]:
                     change = (entry.to_state if entry.from_state == entry.to_state
                               else f"{entry.from_state or 'new'} -> {entry.to_state}")
                     say(f"{aid[:12]} {change}: {entry.reason}")
-                shown = len(store.audit(aid))
+                shown = len(entries)
                 if row.state is State.AWAITING_APPROVAL:
                     if not args.approve:
                         raise CliError(f"action {aid[:12]} needs approval; run again with "
@@ -120,5 +116,4 @@ def _execute(args: argparse.Namespace) -> int:
     except LiveReadError as exc:
         raise CliError(str(exc), 1) from None
     finally:
-        timer.cancel()
         leadership.close()
