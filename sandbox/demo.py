@@ -28,7 +28,6 @@ POLICY = """\
 [actions]
 fix_offline_replicas = "approve"   # a human clicks the link; the demo plays that human
 """
-TERMINAL = ("succeeded", "failed", "cancelled", "superseded", "expired")
 
 
 def _say(message: str) -> None:
@@ -109,6 +108,7 @@ def _wait(check: Any, what: str, timeout: float, the_loop: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from remediation.executor.lifecycle import is_terminal
     from sandbox import cluster, loop, traffic
     from sandbox.cli import quiet_kafka_python
 
@@ -200,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
                 state_seen = now["state"]
                 _say(f"{at()} {state_seen}"
                      + (f" ({now['progress']})" if now.get("progress") else ""))
-            if state_seen in TERMINAL:
+            if is_terminal(state_seen):
                 break
             the_loop.check_alive()
             time.sleep(0.3)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from remediation.executor.lifecycle import is_terminal
 from sandbox import alertmanager, cluster, loop, traffic
 from sandbox.state import SandboxState
 from tests.e2e.loop_support import dir_holding, drop_topics, on_dir_now, wait_for_batches
@@ -114,9 +115,11 @@ def test_a_failed_disk_is_healed_after_one_click_in_a_real_browser(
         finally:
             page.close()
 
-        done = wait(lambda: (a := api(the_loop, "GET", f"/actions/{aid}"))["state"] in (
-            "succeeded", "failed", "cancelled", "superseded", "expired") and a,
-            "the fix finishing", the_loop, timeout=300)
+        def finished() -> dict[str, Any] | None:
+            shown = api(the_loop, "GET", f"/actions/{aid}")
+            return shown if is_terminal(shown["state"]) else None
+
+        done = wait(finished, "the fix finishing", the_loop, timeout=300)
         healed = time.monotonic() - clicked_at
         assert done["state"] == "succeeded", done
         print(f"\nclick -> healthy cluster: {healed:.1f} s")

@@ -25,6 +25,7 @@ from typing import Any
 
 from remediation.config import Config
 from remediation.config import load as load_config
+from remediation.executor.lifecycle import is_terminal
 from remediation.live import open_admin, read_snapshot
 from remediation.model import ClusterModel
 from sandbox.state import SandboxState
@@ -32,7 +33,6 @@ from schemas.actions import build_action
 from schemas.records import Action, Trigger, rfc3339
 from schemas.snapshot import snapshot_from_dict
 
-TERMINAL = {"succeeded", "failed", "cancelled", "expired", "superseded"}
 _LISTENING = re.compile(r"listening on (http://\S+)")
 
 
@@ -144,7 +144,7 @@ class ServeProcess:
                 last = body
                 if body["state"] in wanted:
                     return body
-                if body["state"] in TERMINAL:
+                if is_terminal(body["state"]):
                     break  # it ended elsewhere: say how
             time.sleep(0.2)
         raise AssertionError(f"action {action_id[:12]} is {last.get('state')}, not in "
