@@ -486,10 +486,10 @@ class _Reader:
                 )
             for member in isr:
                 if type(member) is not int or member not in brokers:
-                    isr = [
+                    # Every member's type first: a schema error outranks a consistency one.
+                    isr = [_as_int(m, f"partitions[{i}].isr[{k}]", 0) for k, m in enumerate(isr)]
+                    for k, m in enumerate(isr):
                         self.isr_member(m, brokers, f"partitions[{i}].isr[{k}]", topic, number)
-                        for k, m in enumerate(isr)
-                    ]
                     break
             record = new(Partition)
             p_topic(record, topic)
@@ -503,13 +503,11 @@ class _Reader:
         return tuple(out)
 
     @staticmethod
-    def isr_member(value: Any, brokers: list[int], path: str, topic: str, number: int) -> int:
-        member = _as_int(value, path, 0)
+    def isr_member(member: int, brokers: list[int], path: str, topic: str, number: int) -> None:
         if member not in brokers:
             raise SnapshotError(
                 path, f"broker {member} is not a replica of {topic}-{number}", "consistency"
             )
-        return member
 
     def group(self, obj: Any, path: str) -> ConsumerGroup:
         name, raw_members = _fields(obj, _GROUP, path)

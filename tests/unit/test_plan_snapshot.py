@@ -227,6 +227,7 @@ SAMPLES = [
     mutate("brokers[0].log_dirs[0].usable_bytes", 1.1),
     mutate("partitions", {}),
     mutate("partitions[0].isr", [0, 1.0]),
+    mutate("partitions[1].isr", [0, None]),  # not a replica, and not an integer: schema first
     mutate("partitions[0].isr", [-1]),
     mutate("partitions[0].isr", None),
     mutate("partitions[0].replicas[0].log_dir", ""),
