@@ -16,15 +16,11 @@ import statistics
 import tempfile
 import time
 import uuid
-from datetime import datetime
 from pathlib import Path
 
 from sandbox import cluster, loop, traffic
 from sandbox.state import SandboxState
-
-
-def _seconds(rfc3339: str) -> float:
-    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+from schemas.records import epoch_seconds
 
 
 def _wait_batches(the_loop: loop.Loop, timeout: float = 300.0) -> None:
@@ -53,8 +49,8 @@ def _round(state: SandboxState, tail: traffic.TopicTail, topic: str, broker: int
     if found is None:
         return None
     action, read_at = found
-    event = _seconds(action["event_time"])
-    return read_at - event, _seconds(action["created_at"]) - event
+    event = epoch_seconds(action["event_time"])
+    return read_at - event, epoch_seconds(action["created_at"]) - event
 
 
 def main() -> None:

@@ -25,6 +25,11 @@ def rfc3339(when: datetime | None = None) -> str:
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def epoch_seconds(text: str) -> float:
+    """Epoch seconds of an RFC 3339 time such as `rfc3339` writes."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
 def _enum(schema_name: str, *path: str) -> tuple[str, ...]:
     node: Any = schema(schema_name)
     for part in path:

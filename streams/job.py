@@ -25,12 +25,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from remediation.config import Config
+from schemas.records import epoch_seconds
 from streams.detect import Decision, DetectSettings
 from streams.metrics import BatchOutput, StreamMetrics, progress_listener
 from streams.propose import Proposer, describe
@@ -141,7 +141,7 @@ class BatchSink:
             for action in actions:
                 self.producer.produce(self.actions_topic, action.to_json(), action.key(),
                                       on_delivery=delivered)
-                latency = _seconds(action.created_at) - _seconds(action.event_time)
+                latency = epoch_seconds(action.created_at) - epoch_seconds(action.event_time)
                 self.metrics.actions.labels(action.type).inc()
                 self.metrics.latency.labels(action.type).observe(max(latency, 0.0))
                 output.actions[action.type] += 1
@@ -155,10 +155,6 @@ class BatchSink:
     def close(self) -> None:
         self.producer.flush(10.0)
         self.reader.close()
-
-
-def _seconds(rfc3339: str) -> float:
-    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
 
 
 def _warm(frames: Any) -> Any:

@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime
 from typing import Any
 
 from remediation.live import open_admin
 from sandbox import cluster, loop, traffic
+from schemas.records import epoch_seconds
 from schemas.registry import validate
 from tests.integration.collect_support import TopicReader
-
-
-def seconds(rfc3339: str) -> float:
-    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
 
 
 def parsed(msgs) -> list[dict[str, Any]]:
@@ -105,7 +101,7 @@ def fail_and_wait_for_fix(state, the_loop, readers, broker: int, path: str,
         # When the record reached the reader's thread, not when this thread looked.
         (arrival,) = [m for m in readers["actions"].messages
                       if fix["action_id"].encode() in m.value]
-        latency = arrival.arrived_at - seconds(event["event_time"])
+        latency = arrival.arrived_at - epoch_seconds(event["event_time"])
     finally:
         nudge.join(timeout=150)  # its acknowledgement may wait out a timeout
     the_loop.check_alive()
