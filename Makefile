@@ -62,5 +62,5 @@ bench: deps
 	$(PY) -m bench
 
 lint: deps
-	$(VENV)/bin/ruff check schemas streams remediation dashboards sandbox tests bench airflow
-	$(VENV)/bin/mypy schemas remediation streams
+	$(VENV)/bin/ruff check schemas core streams remediation dashboards sandbox selfheal tests bench $(wildcard airflow)
+	$(VENV)/bin/mypy schemas core remediation streams

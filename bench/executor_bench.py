@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from bench import synthetic
+from core.model import ClusterModel
+from core.plan import plan_offline
+from core.plan.formats import OfflinePlan, Reassignment
 from remediation.executor.checks import LiveView
 from remediation.executor.policy import policy_from_mapping
 from remediation.executor.runner import Executor
 from remediation.executor.store import ActionStore
-from remediation.model import ClusterModel
-from remediation.plan import plan_offline
-from remediation.plan.formats import OfflinePlan, Reassignment
 from schemas.actions import build_action
 from schemas.records import Trigger, rfc3339
 from schemas.snapshot import snapshot_from_dict

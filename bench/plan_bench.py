@@ -30,7 +30,7 @@ def selfheal() -> list[str]:
     script = Path(sys.executable).with_name("selfheal")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "import sys, remediation.cli as c; sys.exit(c.main())"]
+    return [sys.executable, "-c", "import sys, selfheal.cli as c; sys.exit(c.main())"]
 
 
 def measure(command: list[str]) -> tuple[float, int, int]:

@@ -31,8 +31,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from remediation.config import load
-from remediation.live import open_admin, read_snapshot
+from core.config import load
+from core.live import open_admin, read_snapshot
 from sandbox import cluster, traffic
 from schemas.records import rfc3339
 
@@ -107,8 +107,8 @@ class Job:
     def __init__(self, config: Any) -> None:
         from pyspark.sql.streaming import StreamingQueryListener
 
+        from core.bus import ensure_topics
         from streams import job, spark
-        from streams.bus import ensure_topics
         from streams.metrics import StreamMetrics
 
         ensure_topics(config)
@@ -201,7 +201,7 @@ class Actions:
     """Arrival times of actions on the bus, by cluster id."""
 
     def __init__(self, config: Any) -> None:
-        from streams.bus import consumer
+        from core.bus import consumer
 
         self.arrived: dict[str, float] = {}
         self.created: dict[str, float] = {}
@@ -228,7 +228,7 @@ class Actions:
 
 
 def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: str) -> None:
-    from streams.bus import producer
+    from core.bus import producer
 
     mark = len(job.progress)
     send = producer(config, **{"linger.ms": 0})
@@ -304,8 +304,8 @@ def realtime(state: Any, config: Any, work: Path) -> None:
     """The stateless event path, Kafka to Kafka: real-time trigger vs 0 s micro-batches."""
     from pyspark.sql import functions as F
 
+    from core.bus import consumer, producer
     from schemas.spark import struct_type
-    from streams.bus import consumer, producer
     from streams.spark import session, stop
 
     servers = config.bus.bootstrap_servers

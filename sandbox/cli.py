@@ -8,7 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
-from remediation.cli import CliError
+from core.errors import CliError
 
 
 def quiet_kafka_python() -> None:

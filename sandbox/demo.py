@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from remediation.cli import CliError
+from core.errors import CliError
 
 TOPIC = "demo-orders"
 POLICY = """\

@@ -171,7 +171,7 @@ def prepare(state: SandboxState, work_dir: Path, names: Iterable[str] = tuple(PI
     config_path.write_text(render_toml(top, config))
     pieces = {}
     for name in names:
-        argv = [sys.executable, "-m", "remediation.cli", "--config", str(config_path),
+        argv = [sys.executable, "-m", "selfheal.cli", "--config", str(config_path),
                 *PIECES[name]]
         pieces[name] = Piece(name, argv, work_dir / "logs" / f"{name}.log")
     return Loop(work_dir, config_path, config, pieces)

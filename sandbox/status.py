@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from remediation.live import KAFKA_STORAGE_ERROR, open_admin
+from core.live import KAFKA_STORAGE_ERROR, open_admin
 from sandbox import processes
 from sandbox.cluster import client_config, disk_failed
 from sandbox.state import SandboxState

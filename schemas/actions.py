@@ -19,7 +19,7 @@ from schemas.registry import validate
 
 
 class PlanLike(Protocol):
-    """The planners' plan objects (remediation.plan.formats) have ``to_json()``."""
+    """The planners' plan objects (core.plan.formats) have ``to_json()``."""
 
     def to_json(self) -> dict[str, Any]: ...
 

@@ -42,8 +42,8 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from remediation.cli import CliError
-    from remediation.config import ConfigError, load
+    from core.config import ConfigError, load
+    from core.errors import CliError
 
     try:
         config = load()
@@ -55,7 +55,7 @@ def _run(args: argparse.Namespace) -> int:
         raise CliError(f"--metrics-port must be 0-65535 (0: a free port), got "
                        f"{args.metrics_port}")
 
-    from streams.bus import BusError
+    from core.bus import BusError
     from streams.job import JobError, JobOptions, run
 
     options = JobOptions.from_config(
@@ -66,3 +66,19 @@ def _run(args: argparse.Namespace) -> int:
         return run(config, options)
     except (BusError, JobError) as exc:
         raise CliError(str(exc), code=1) from None
+
+
+def main(argv: list[str]) -> int:
+    """``selfheal stream`` on its own, for ``spark-submit streams/job.py [options]``."""
+    import sys
+
+    from core.errors import CliError
+
+    parser = argparse.ArgumentParser(prog="streams/job.py")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["stream", *argv])
+    try:
+        return int(args.func(args) or 0)
+    except CliError as exc:
+        print(f"selfheal stream: {exc}", file=sys.stderr)
+        return exc.code

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from remediation.config import DetectConfig
+    from core.config import DetectConfig
 
 Ms = int
 

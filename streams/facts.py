@@ -4,7 +4,7 @@ A snapshot of 100,000 partitions is tens of MB; detection needs which dirs are o
 which brokers are alive, which brokers' disks are skewed and whether leadership is
 unbalanced. The planners get the full snapshot again, by its Kafka coordinates, only
 when a decision needs it. Skew uses the disk planner's own measure
-(`remediation.plan.disks`), so what is detected is what the planner can fix.
+(`core.plan.disks`), so what is detected is what the planner can fix.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from remediation.model import ClusterModel
-from remediation.plan.disks import broker_usage, mean_ratio, over_limit
+from core.model import ClusterModel
+from core.plan.disks import broker_usage, mean_ratio, over_limit
 from schemas.snapshot import Snapshot
 from streams.detect import SnapshotFacts
 
 if TYPE_CHECKING:
-    from remediation.config import DetectConfig
+    from core.config import DetectConfig
 
 K = TypeVar("K")
 

@@ -29,7 +29,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from remediation.config import Config
+from core.config import Config
 from schemas.records import epoch_seconds
 from streams.detect import Decision, DetectSettings
 from streams.metrics import BatchOutput, StreamMetrics, progress_listener
@@ -97,7 +97,7 @@ class BatchSink:
     the bus; a failed delivery fails the batch, which Spark then runs again."""
 
     def __init__(self, config: Config, metrics: StreamMetrics, say: Say) -> None:
-        from streams.bus import producer
+        from core.bus import producer
         from streams.snapshot_reader import SnapshotReader
 
         self.config = config
@@ -247,8 +247,8 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
     """Run the job until SIGTERM or Ctrl-C (or, with ``available_now``, until it has read
     what is there); then stop the query and the driver JVM. 0 on a clean stop, 1 when
     the query failed."""
+    from core.bus import ensure_topics
     from streams import spark as spark_session
-    from streams.bus import ensure_topics
 
     say = say or _print
     stop = threading.Event()
@@ -320,7 +320,7 @@ def submitted() -> bool:
 
 def _session(config: Config, options: JobOptions) -> Any:
     """The session: under spark-submit, with the master, jars and Python that
-    spark-submit was given; else streams.spark's (local, the connector from jvm/)."""
+    spark-submit was given; else streams.spark's (local, the connector it finds)."""
     if submitted() and options.master is None:
         from pyspark.sql import SparkSession
 
@@ -340,6 +340,6 @@ def _print(line: str) -> None:
 
 if __name__ == "__main__":
     # spark-submit [options] streams/job.py [selfheal stream options]
-    from remediation.cli import main
+    from streams.cli import main
 
-    sys.exit(main(["stream", *sys.argv[1:]]))
+    sys.exit(main(sys.argv[1:]))

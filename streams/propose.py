@@ -17,10 +17,10 @@ from typing import Any
 
 import msgspec
 
-from remediation.model import ClusterModel
-from remediation.plan.disks import broker_usage, mean_ratio
-from remediation.plan.errors import PlanError
-from remediation.plan.formats import (
+from core.model import ClusterModel
+from core.plan.disks import broker_usage, mean_ratio
+from core.plan.errors import PlanError
+from core.plan.formats import (
     ANY_DIR,
     DiskPlan,
     OfflinePlan,
@@ -126,7 +126,7 @@ class Proposer:
         return self._action(decision, PAGE, plan, message, created)
 
     def _fix_offline(self, decision: Decision, model: ClusterModel, created: str) -> list[Action]:
-        from remediation.plan.offline import plan_offline
+        from core.plan.offline import plan_offline
 
         broker, path = decision.broker, decision.log_dir
         degraded = broker in model.brokers_with_offline_dir
@@ -163,7 +163,7 @@ class Proposer:
         return out
 
     def _move_dirs(self, decision: Decision, model: ClusterModel, created: str) -> list[Action]:
-        from remediation.plan.disks import plan_disks
+        from core.plan.disks import plan_disks
 
         broker = decision.broker
         if broker is None:
@@ -197,7 +197,7 @@ class Proposer:
         return [self._action(decision, MOVE_DIRS, disk_plan, reason, created, moved)]
 
     def _leaders(self, decision: Decision, model: ClusterModel, created: str) -> list[Action]:
-        from remediation.plan.leaders import plan_leaders
+        from core.plan.leaders import plan_leaders
 
         plan = plan_leaders(model)
         if not plan.election and not plan.reassignment:

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from remediation.config import Config
+from core.config import Config
 from streams.detect import SnapshotRef
 
 
@@ -37,7 +37,7 @@ class SnapshotReader:
     def __call__(self, ref: SnapshotRef, cluster_id: str) -> bytes:
         from confluent_kafka import TopicPartition
 
-        from streams.bus import consumer
+        from core.bus import consumer
 
         if self._consumer is None:
             self._consumer = consumer(self.config, "selfheal-stream-snapshot-reader",

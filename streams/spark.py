@@ -1,11 +1,43 @@
-"""A SparkSession wired to Kafka: the connector jars from jvm/, small local defaults."""
+"""A SparkSession wired to Kafka: Spark's Kafka connector, small local defaults.
+
+Where the connector comes from, first match wins: ``$SELFHEAL_SPARK_JARS`` (comma-separated
+jar paths, as ``--jars`` takes them); a registered jar source (the sandbox registers the
+repo-local ``jvm/lib/spark`` folder, the tests' offline copy); else Spark resolves
+`CONNECTOR_PACKAGE` from Maven itself (``spark.jars.packages``), as on a real cluster.
+Under spark-submit the ``--jars``/``--packages`` given there are kept.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-from sandbox.jars import spark_connector_jars
+JARS_ENV = "SELFHEAL_SPARK_JARS"
+# The connector built for the pyspark this package pins (pyproject.toml).
+CONNECTOR_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
+
+JarSource = Callable[[], Sequence[Path]]
+_JAR_SOURCES: list[JarSource] = []
+
+
+def register_connector_jars(source: JarSource) -> None:
+    """Let ``source`` hand Spark the connector jars (a layer above: the sandbox)."""
+    if source not in _JAR_SOURCES:
+        _JAR_SOURCES.append(source)
+
+
+def connector_conf() -> dict[str, str]:
+    """``spark.jars`` from the environment or a registered source, else ``spark.jars.packages``."""
+    listed = os.environ.get(JARS_ENV, "").strip()
+    if listed:
+        return {"spark.jars": listed}
+    for source in _JAR_SOURCES:
+        jars = source()
+        if jars:
+            return {"spark.jars": ",".join(str(j) for j in jars)}
+    return {"spark.jars.packages": CONNECTOR_PACKAGE}
 
 
 def session(app_name: str = "kafka-selfheal", master: str | None = None,
@@ -17,11 +49,9 @@ def session(app_name: str = "kafka-selfheal", master: str | None = None,
     """
     from pyspark.sql import SparkSession
 
-    jars = ",".join(str(j) for j in spark_connector_jars())
     builder = (
         SparkSession.builder.appName(app_name)
         .master(master or os.environ.get("SELFHEAL_SPARK_MASTER", "local[2]"))
-        .config("spark.jars", jars)
         .config("spark.driver.memory", os.environ.get("SELFHEAL_SPARK_DRIVER_MEMORY", "768m"))
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
@@ -29,7 +59,7 @@ def session(app_name: str = "kafka-selfheal", master: str | None = None,
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
     )
-    for key, value in (extra_conf or {}).items():
+    for key, value in {**connector_conf(), **(extra_conf or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 

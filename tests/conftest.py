@@ -15,9 +15,13 @@ from pathlib import Path
 import pytest
 
 from sandbox import cluster
+from sandbox.defaults import install as install_sandbox_defaults
 from sandbox.state import SandboxState
 
-SELFHEAL = [sys.executable, "-m", "remediation.cli"]
+# Tests run the product on the sandbox as the root CLI does: its defaults plugged in.
+install_sandbox_defaults()
+
+SELFHEAL = [sys.executable, "-m", "selfheal.cli"]
 
 
 def _bring_up(work_dir: Path, **kwargs) -> SandboxState:

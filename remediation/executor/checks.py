@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from core.model import ClusterModel
 from remediation.executor.actions import Action, PartitionTarget
-from remediation.model import ClusterModel
 from schemas.snapshot import Partition
 
 TP = tuple[str, int]

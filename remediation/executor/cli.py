@@ -42,15 +42,15 @@ def _execute(args: argparse.Namespace) -> int:
     import threading
     import time
 
-    from remediation.cli import CliError
-    from remediation.config import ConfigError, load
+    from core.config import ConfigError, load
+    from core.errors import CliError
+    from core.live import LiveReadError, open_admin
     from remediation.executor import lock
     from remediation.executor.cluster import ClusterError, KafkaCluster
     from remediation.executor.lifecycle import State
     from remediation.executor.policy import PolicyError, policy_for
     from remediation.executor.runner import Executor, Timeouts
     from remediation.executor.store import ActionStore
-    from remediation.live import LiveReadError, open_admin
 
     try:
         config = load(args.config)

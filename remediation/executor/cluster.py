@@ -11,10 +11,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from core.live import PlacementMemory, describe_dirs, read_snapshot
+from core.model import ClusterModel
 from remediation.executor.checks import TP, LiveView, Reassigning
 from remediation.executor.throttle import Configs, split
-from remediation.live import PlacementMemory, describe_dirs, read_snapshot
-from remediation.model import ClusterModel
 from schemas.snapshot import snapshot_from_dict
 
 PREFERRED = 0  # ElectLeaders election type

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from remediation.config import Config
+    from core.config import Config
 
 LOCK_ROOT = "/selfheal/executor"
 LOCK_TOPIC = "executor-lock"
@@ -61,7 +61,7 @@ def leadership_for(config: Config, me: str, log: Callable[[str], None] = lambda 
         config.cluster.zookeeper_connect if config.cluster.mode == "zk" else None)
     if zk:
         return ZkLeadership(zk, cluster_id, me, log)
-    from streams.bus import client_config
+    from core.bus import client_config
 
     return GroupLeadership(client_config(config), config.bus.topic_prefix + LOCK_TOPIC,
                            cluster_id, me, log)

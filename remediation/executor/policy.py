@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from remediation.executor.actions import ACTION_TYPES, Action
 
 if TYPE_CHECKING:
-    from remediation.model import ClusterModel
+    from core.model import ClusterModel
 
 Mode = Literal["auto", "approve", "refuse"]
 MODES: frozenset[str] = frozenset({"auto", "approve"})  # what a policy file may say

@@ -14,17 +14,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from remediation.cli import CliError
-from remediation.plan.errors import PlanError
+from core.errors import CliError
+from core.plan.errors import PlanError
 from schemas.snapshot import SnapshotError
 
 if TYPE_CHECKING:
-    from remediation.model import ClusterModel
+    from core.model import ClusterModel
 
 # The planners are imported inside the handlers: every `selfheal` run imports this
 # module to build the parser, and should only pay for the planner it runs.
-DEFAULT_THRESHOLD = 1.10  # remediation.plan.disks.DEFAULT_THRESHOLD
-STRATEGIES = ("range", "cooperative-sticky")  # remediation.plan.consumers.STRATEGIES
+DEFAULT_THRESHOLD = 1.10  # core.plan.disks.DEFAULT_THRESHOLD
+STRATEGIES = ("range", "cooperative-sticky")  # core.plan.consumers.STRATEGIES
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -142,7 +142,7 @@ def _snapshot(args: argparse.Namespace) -> Iterator[ClusterModel]:
     try:
         source = args.snapshot
         with _bad_input_exits_2():
-            from remediation.model import ClusterModel
+            from core.model import ClusterModel
 
             try:
                 model = ClusterModel.load(sys.stdin.buffer if source == "-" else source)
@@ -191,7 +191,7 @@ def parse_brokers(spec: str) -> dict[int, str | None]:
 
 
 def _replicas(args: argparse.Namespace) -> int:
-    from remediation.plan import replicas
+    from core.plan import replicas
 
     with _bad_input_exits_2():
         brokers = parse_brokers(args.brokers)
@@ -208,7 +208,7 @@ def _replicas(args: argparse.Namespace) -> int:
 
 
 def _offline(args: argparse.Namespace) -> int:
-    from remediation.plan import offline
+    from core.plan import offline
 
     with _snapshot(args) as model:
         plan = offline.plan_offline(model)
@@ -217,7 +217,7 @@ def _offline(args: argparse.Namespace) -> int:
 
 
 def _disks(args: argparse.Namespace) -> int:
-    from remediation.plan import disks
+    from core.plan import disks
 
     with _snapshot(args) as model:
         plan = disks.plan_disks(model, args.threshold)
@@ -226,7 +226,7 @@ def _disks(args: argparse.Namespace) -> int:
 
 
 def _leaders(args: argparse.Namespace) -> int:
-    from remediation.plan import leaders
+    from core.plan import leaders
 
     with _snapshot(args) as model:
         plan = leaders.plan_leaders(model)
@@ -235,7 +235,7 @@ def _leaders(args: argparse.Namespace) -> int:
 
 
 def _consumers(args: argparse.Namespace) -> int:
-    from remediation.plan import consumers
+    from core.plan import consumers
 
     with _snapshot(args) as model:
         plan = consumers.plan_consumers(model, args.group, args.strategy)

@@ -35,8 +35,8 @@ def _serve(args: argparse.Namespace) -> int:
     import dataclasses
     from pathlib import Path
 
-    from remediation.cli import CliError
-    from remediation.config import ConfigError, load
+    from core.config import ConfigError, load
+    from core.errors import CliError
     from remediation.executor.lock import LockError
     from remediation.executor.policy import PolicyError, policy_for
     from remediation.service.serve import Serve, say

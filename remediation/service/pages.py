@@ -13,13 +13,13 @@ from datetime import datetime
 from html import escape
 from typing import TYPE_CHECKING
 
+from core.plan.formats import human_bytes
 from remediation.executor.actions import Action, PartitionTarget, parse_action
 from remediation.executor.store import ActionRow, AuditEntry
-from remediation.plan.formats import human_bytes
 from remediation.service.alerts import Alert
 
 if TYPE_CHECKING:
-    from remediation.model import ClusterModel
+    from core.model import ClusterModel
 
 MAX_LINES = 200  # a page with 10 000 lines helps nobody; the plan JSON has them all
 ANY_DIR = "any"

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from remediation.config import Config
+from core.config import Config
 from remediation.executor.actions import Action
 from remediation.executor.cluster import ClusterError
 from remediation.executor.policy import Decision, Policy
@@ -139,11 +139,11 @@ class Serve:
                 stop.wait(RETRY_SECONDS)
 
     def _lead_once(self, stop: threading.Event, is_leader: Callable[[], bool]) -> None:
+        from core import bus
+        from core.live import open_admin
         from remediation.executor.cluster import KafkaCluster
-        from remediation.live import open_admin
         from remediation.service.intake import Intake
         from remediation.service.outbox import Outbox
-        from streams import bus
 
         config = self.config
         bus.ensure_topics(config)

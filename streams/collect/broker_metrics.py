@@ -14,7 +14,6 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from remediation.config import Config
 from schemas.records import METRICS, BrokerMetric, rfc3339
 from schemas.registry import dumps
 from streams.collect.backoff import Backoff
@@ -30,6 +29,7 @@ from streams.collect.targets import (
     BrokerInfo,
     ExporterTarget,
     ExporterUrls,
+    known_exporters,
     resolve_targets,
 )
 
@@ -72,28 +72,6 @@ def fetch(url: str, timeout: float) -> str:
         return resp.read().decode("utf-8", errors="replace")
 
 
-def sandbox_exporters(config: Config) -> tuple[dict[str, int], dict[int, str | None]]:
-    """URL -> broker and broker -> rack from the sandbox state, when the monitored
-    cluster is that sandbox: the config came from it, or names its cluster id or its
-    exact bootstrap servers. A state file of some other cluster must not relabel
-    brokers."""
-    from sandbox.state import SandboxNotRunning, load
-
-    try:
-        state = load()
-    except (SandboxNotRunning, OSError, ValueError, KeyError, TypeError):
-        return {}, {}
-    cluster = config.cluster
-    servers = set((cluster.bootstrap_servers or "").split(","))
-    same = (any(source.startswith("sandbox ") for source in config.sources)
-            or cluster.cluster_id == state.cluster_id
-            or servers == set(state.bootstrap_servers.split(",")))
-    if not same:
-        return {}, {}
-    urls = {b.exporter_url: b.node_id for b in state.brokers if b.exporter_url}
-    return urls, {b.node_id: b.rack for b in state.brokers}
-
-
 class MetricsCollector:
     """Scrapes the exporters and produces one record per kept sample."""
 
@@ -104,7 +82,7 @@ class MetricsCollector:
         self.interval = interval
         self.timeout = self.config.collect.request_timeout_seconds
         self.topic = self.config.topic("broker-metrics")
-        self.known, self.sandbox_racks = sandbox_exporters(self.config)
+        self.known, self.known_racks = known_exporters(self.config)
         self.discovery = _Discovery(run.backoff(), self.config.cluster.cluster_id)
         self.schedules: dict[int, _Schedule] = {}
         if self.config.cluster.bootstrap_servers is None and self.discovery.cluster_id is None:
@@ -116,7 +94,7 @@ class MetricsCollector:
 
     def discover(self) -> bool:
         """DescribeCluster for brokers, racks and the cluster id; False if it failed."""
-        from remediation.live import open_admin
+        from core.live import open_admin
 
         servers = self.config.cluster.bootstrap_servers
         d = self.discovery
@@ -175,7 +153,7 @@ class MetricsCollector:
         brokers = self.discovery.brokers
         if brokers is not None and broker in brokers:
             return brokers[broker].rack
-        return self.sandbox_racks.get(broker)
+        return self.known_racks.get(broker)
 
     # --- scraping ---------------------------------------------------------------------
 

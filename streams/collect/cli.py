@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from remediation.cli import CliError
+from core.errors import CliError
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -82,8 +82,8 @@ def _guard(func: Callable[[argparse.Namespace, Any], int]) -> Handler:
     """Load the config and turn the collectors' own errors into CliError."""
 
     def handler(args: argparse.Namespace) -> int:
-        from remediation.config import ConfigError, load
-        from streams.bus import BusError
+        from core.bus import BusError
+        from core.config import ConfigError, load
         from streams.collect.runner import CollectError
         from streams.collect.targets import TargetError
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import TypeVar
 
-from remediation.config import Config
+from core.config import Config
 from streams.collect.backoff import Backoff
 from streams.collect.sink import RecordSink
 from streams.collect.telemetry import Telemetry
@@ -116,7 +116,7 @@ class CollectorRun:
 
     def open_sink(self) -> RecordSink | None:
         """Create the selfheal.* topics if missing and open the producer; None if stopped."""
-        from streams.bus import ensure_topics
+        from core.bus import ensure_topics
 
         servers = self.config.bus.bootstrap_servers
         created = self.retry(

@@ -1,6 +1,6 @@
 """Produce a collector's records to the event bus, counting what the bus acknowledged.
 
-One idempotent, acks=all producer (`streams.bus.producer`) per collector. Delivery
+One idempotent, acks=all producer (`core.bus.producer`) per collector. Delivery
 failures are counted and reported on stderr, summed up at most every few seconds so a
 bus outage does not flood the log; nothing fails unseen.
 """
@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from remediation.config import Config
+from core.config import Config
 from schemas.records import DeadLetter
 from streams.collect.telemetry import Telemetry
 
@@ -38,7 +38,7 @@ class RecordSink:
 
     def __init__(self, config: Config, telemetry: Telemetry, log: Callable[[str], None],
                  origin: str) -> None:
-        from streams.bus import producer
+        from core.bus import producer
 
         self._config = config
         self._producer = producer(config)
@@ -71,7 +71,7 @@ class RecordSink:
                     raise
                 raise RecordTooLarge(
                     f"a {len(value):,}-byte record for {topic} is over the producer's "
-                    "message.max.bytes; raise streams.bus.MAX_MESSAGE_BYTES and the "
+                    "message.max.bytes; raise core.bus.MAX_MESSAGE_BYTES and the "
                     "topic's max.message.bytes together") from None
         self._producer.poll(0)
         return True

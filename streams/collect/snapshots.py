@@ -72,7 +72,7 @@ class SnapshotCollector:
     """The admin connection, the placement memory and the last view of the cluster."""
 
     def __init__(self, run: CollectorRun) -> None:
-        from remediation.live import PlacementMemory
+        from core.live import PlacementMemory
 
         config = run.config
         self.run = run
@@ -89,7 +89,7 @@ class SnapshotCollector:
 
     def admin(self) -> Any:
         """The kafka-python admin client, opened on first use and after a failure."""
-        from remediation.live import open_admin
+        from core.live import open_admin
 
         if self._admin is None:
             self._admin = self._stack.enter_context(open_admin(
@@ -108,7 +108,7 @@ class SnapshotCollector:
         the dead-letter topic). Raises when the cluster cannot be read."""
         import msgspec
 
-        from remediation.live import read_snapshot
+        from core.live import read_snapshot
         from schemas.snapshot import SnapshotError, parse_snapshot
 
         started = time.monotonic()
@@ -141,7 +141,7 @@ class SnapshotCollector:
 
     def probe(self, sink: RecordSink) -> bool:
         """Dir errors and membership only; True when they differ from the last look."""
-        from remediation.live import broker_dirs
+        from core.live import broker_dirs
 
         started = time.monotonic()
         try:
@@ -204,7 +204,7 @@ def _events_consumer(run: CollectorRun, topic: str) -> Any:
     """A consumer assigned every partition of ``topic`` at its current end."""
     from confluent_kafka import TopicPartition
 
-    from streams.bus import consumer
+    from core.bus import consumer
 
     events = consumer(run.config, f"selfheal-collect-snapshots-{time.time_ns()}",
                       **{"enable.auto.commit": False})

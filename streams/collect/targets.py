@@ -4,8 +4,9 @@ The exporter's own output names no broker, so the mapping must come from outside
 order of trust:
 
 1. ``<id>=<url>`` in ``[cluster] exporter_urls``: the operator said so.
-2. The sandbox's state file, which records each broker's exporter port (used only when
-   the monitored cluster itself came from the sandbox).
+2. A registered exporter source (`register_exporter_source`): the sandbox registers
+   its state file, which records each broker's exporter port, and answers only when the
+   monitored cluster is that sandbox.
 3. Discovery: the brokers the Admin API lists; a plain URL belongs to the one broker
    whose advertised host is the URL's host. Two brokers on one host are ambiguous and
    the error says to write ``<id>=<url>``.
@@ -16,9 +17,11 @@ With no URLs at all, ``[collect] exporter_port`` turns every discovered broker i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from core.config import Config
 
 
 class TargetError(ValueError):
@@ -87,6 +90,30 @@ def parse_exporter_urls(entries: Iterable[str]) -> ExporterUrls:
     return ExporterUrls(tuple(mapped), tuple(plain))
 
 
+# A trusted record of which broker exports which URL, and each broker's rack: a layer
+# above the product (the sandbox, from its state file) may register one. Each returns
+# ({url: broker}, {broker: rack}), empty when it does not describe the configured cluster.
+ExporterSource = Callable[[Config], tuple[dict[str, int], dict[int, str | None]]]
+_EXPORTER_SOURCES: list[ExporterSource] = []
+
+
+def register_exporter_source(source: ExporterSource) -> None:
+    """Add ``source`` to what `known_exporters` asks (once per function)."""
+    if source not in _EXPORTER_SOURCES:
+        _EXPORTER_SOURCES.append(source)
+
+
+def known_exporters(config: Config) -> tuple[dict[str, int], dict[int, str | None]]:
+    """URL -> broker and broker -> rack from the registered sources, merged."""
+    urls: dict[str, int] = {}
+    racks: dict[int, str | None] = {}
+    for source in _EXPORTER_SOURCES:
+        more_urls, more_racks = source(config)
+        urls.update(more_urls)
+        racks.update(more_racks)
+    return urls, racks
+
+
 def resolve_targets(urls: ExporterUrls, known: Mapping[str, int],
                     brokers: Mapping[int, BrokerInfo] | None,
                     exporter_port: int | None = None,
@@ -94,7 +121,7 @@ def resolve_targets(urls: ExporterUrls, known: Mapping[str, int],
                     ) -> tuple[list[ExporterTarget], list[str]]:
     """The targets that can be scraped, and a problem line for each URL that cannot.
 
-    ``known`` maps URLs to brokers from a trusted record (the sandbox state); ``brokers``
+    ``known`` maps URLs to brokers from a trusted record (`known_exporters`); ``brokers``
     is the latest discovery, None when the cluster could not be asked (plain URLs
     outside ``known`` then wait for it).
     """

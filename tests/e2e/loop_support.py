@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any
 
-from remediation.live import open_admin
+from core.live import open_admin
 from sandbox import cluster, loop, traffic
 from schemas.records import epoch_seconds
 from schemas.registry import validate

@@ -13,9 +13,9 @@ import uuid
 
 import pytest
 
-from remediation.live import open_admin, read_snapshot
-from remediation.model import ClusterModel
-from remediation.plan.disks import broker_usage, mean_ratio
+from core.live import open_admin, read_snapshot
+from core.model import ClusterModel
+from core.plan.disks import broker_usage, mean_ratio
 from sandbox import cluster, loop, traffic
 from sandbox.fill import fill_disk
 from schemas.registry import validate

@@ -135,7 +135,7 @@ def test_a_failed_disk_is_healed_after_one_click_in_a_real_browser(
             assert p["leader_id"] in p["replica_nodes"], name
         with urllib.request.urlopen(f"{the_loop.serve_url}/metrics", timeout=10) as resp:
             assert b"selfheal" in resp.read()
-        from remediation.live import open_admin
+        from core.live import open_admin
 
         with open_admin(state.bootstrap_servers) as admin:
             leaderless = [(t["name"], p["partition_index"]) for t in admin.describe_topics()

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from remediation.config import Config
-from remediation.config import load as load_config
+from core.bus import ensure_topics
+from core.config import Config
+from core.config import load as load_config
 from sandbox.cluster import client_config
 from sandbox.state import SandboxState
 from sandbox.traffic import end_offsets
-from streams.bus import ensure_topics
 from tests.conftest import SELFHEAL
 
 

@@ -23,11 +23,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from remediation.config import Config
-from remediation.config import load as load_config
+from core.config import Config
+from core.config import load as load_config
+from core.live import open_admin, read_snapshot
+from core.model import ClusterModel
 from remediation.executor.lifecycle import is_terminal
-from remediation.live import open_admin, read_snapshot
-from remediation.model import ClusterModel
 from sandbox.state import SandboxState
 from schemas.actions import build_action
 from schemas.records import Action, Trigger, rfc3339
@@ -48,7 +48,7 @@ class ServeProcess:
 
     def start(self, leader: bool = True, timeout: float = 60.0) -> ServeProcess:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "remediation.cli", "serve", "--port", "0"],
+            [sys.executable, "-m", "selfheal.cli", "serve", "--port", "0"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             text=True, env=self.env, start_new_session=True)
         threading.Thread(target=self._read, daemon=True).start()
@@ -199,7 +199,7 @@ class Bench:
     # --- the actions topic ----------------------------------------------------------------
 
     def produce(self, *values: bytes, key: bytes | None = None) -> None:
-        from streams import bus
+        from core import bus
 
         config = self.config
         bus.ensure_topics(config)
@@ -215,7 +215,7 @@ class Bench:
     def read_topic(self, name: str, want: Callable[[list[dict[str, Any]]], bool],
                    timeout: float = 60.0) -> list[dict[str, Any]]:
         """Every record of one of this bench's topics, read until `want(records)` holds."""
-        from streams import bus
+        from core import bus
 
         config = self.config
         consumer = bus.consumer(config, f"test-{uuid.uuid4().hex[:8]}",

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
+from core.bus import producer
 from sandbox import cluster, traffic
 from sandbox.status import kafka_admin, placement
 from schemas.records import LogDirEvent, rfc3339
 from schemas.snapshot import Snapshot, parse_snapshot
-from streams.bus import producer
 from tests.integration.collect_support import Collector, TopicReader, sandbox_config
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 
 
 def execute(b: Bench, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "remediation.cli", "execute", *args],
+    return subprocess.run([sys.executable, "-m", "selfheal.cli", "execute", *args],
                           input=stdin, capture_output=True, env=b.env, timeout=180)
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from core.live import open_admin
+from core.plan import plan_disks, plan_leaders
+from core.plan.disks import broker_usage, mean_ratio, over_limit
 from remediation.executor.throttle import DIR_RATE
-from remediation.live import open_admin
-from remediation.plan import plan_disks, plan_leaders
-from remediation.plan.disks import broker_usage, mean_ratio, over_limit
 from sandbox import traffic
 from sandbox.fill import fill_disk
 from sandbox.state import SandboxState

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from remediation.plan import plan_disks
+from core.plan import plan_disks
 from sandbox.fill import fill_disk
 from sandbox.state import SandboxState
 from sandbox.status import kafka_admin, placement

@@ -1,4 +1,4 @@
-"""remediation.live and streams.bus on the real sandbox: the snapshot a live read gives,
+"""core.live and core.bus on the real sandbox: the snapshot a live read gives,
 before and after a log dir fails, and the selfheal.* topics the bus sets up."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ import time
 
 import pytest
 
-from remediation.config import load as load_config
-from remediation.live import PlacementMemory, offline_dirs, open_admin, read_snapshot
-from remediation.model import ClusterModel
+from core.bus import MAX_MESSAGE_BYTES, TOPIC_SPECS, ensure_topics
+from core.config import load as load_config
+from core.live import PlacementMemory, offline_dirs, open_admin, read_snapshot
+from core.model import ClusterModel
 from sandbox import cluster, traffic
 from sandbox.status import kafka_admin, placement
 from schemas.snapshot import snapshot_from_dict
-from streams.bus import MAX_MESSAGE_BYTES, TOPIC_SPECS, ensure_topics
 
 pytestmark = pytest.mark.integration
 

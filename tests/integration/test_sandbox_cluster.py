@@ -88,7 +88,7 @@ def test_commands_without_a_sandbox_say_how_to_start_one(tmp_path):
     import sys
 
     env = dict(os.environ, SELFHEAL_SANDBOX_DIR=str(tmp_path / "none"))
-    result = subprocess.run([sys.executable, "-m", "remediation.cli", "sandbox", "status"],
+    result = subprocess.run([sys.executable, "-m", "selfheal.cli", "sandbox", "status"],
                             capture_output=True, text=True, env=env)
     assert result.returncode == 1
     assert "selfheal sandbox up" in result.stderr

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from remediation.live import open_admin
-from remediation.plan import plan_offline
+from core.live import open_admin
+from core.plan import plan_offline
 from sandbox import cluster, traffic
 from sandbox.state import SandboxState
 from schemas.records import Trigger

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from core.plan import plan_offline
 from remediation.executor.throttle import (
     FOLLOWER_RATE,
     FOLLOWER_REPLICAS,
     LEADER_RATE,
     LEADER_REPLICAS,
 )
-from remediation.plan import plan_offline
 from sandbox import alertmanager, cluster, traffic
 from sandbox.state import SandboxState
 from sandbox.status import kafka_admin

@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from remediation.config import load
-from remediation.live import LiveReadError, PlacementMemory, open_admin, read_snapshot
-from remediation.plan.disks import broker_usage, mean_ratio, over_limit
+from core.config import load
+from core.live import LiveReadError, PlacementMemory, open_admin, read_snapshot
+from core.plan.disks import broker_usage, mean_ratio, over_limit
 from sandbox import cluster, traffic
 from sandbox.loop import render_toml
 from sandbox.status import KAFKA_STORAGE_ERROR, log_dir_errors
@@ -54,7 +54,7 @@ class StreamJob:
     def start(self, fresh: bool = True) -> None:
         self.lines.append("(job starting)")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "remediation.cli", "--config", str(self.config_path),
+            [sys.executable, "-m", "selfheal.cli", "--config", str(self.config_path),
              "stream"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env=self.env)
         threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
@@ -101,7 +101,7 @@ class Bus:
     """Produce to the job's inputs; collect everything it writes."""
 
     def __init__(self, config) -> None:
-        from streams.bus import consumer, ensure_topics, producer
+        from core.bus import consumer, ensure_topics, producer
 
         self.config = config
         ensure_topics(config)
@@ -398,7 +398,7 @@ def test_skew_that_lasts_the_window_proposes_moves_that_even_the_broker_out(sand
         for r, new in zip(p["replicas"], target["log_dirs"] if target else (), strict=False):
             if r["broker"] == 0:
                 r["log_dir"] = new
-    from remediation.model import ClusterModel
+    from core.model import ClusterModel
 
     dirs = broker_usage(ClusterModel(snapshot_from_dict(moved)), 0)
     mean = mean_ratio(dirs)

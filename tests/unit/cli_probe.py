@@ -12,7 +12,7 @@ def register(subparsers: Any) -> None:
 
 
 def _probe(args: Any) -> int:
-    from remediation.config import load
+    from core.config import load
 
-    print(load(args.config, use_sandbox=False).detect.disk_skew_threshold)
+    print(load(args.config, use_fallbacks=False).detect.disk_skew_threshold)
     return 0

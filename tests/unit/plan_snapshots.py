@@ -7,7 +7,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from remediation.model import ClusterModel
+from core.model import ClusterModel
 from schemas.snapshot import snapshot_from_dict
 
 GIB = 1 << 30

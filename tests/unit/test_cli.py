@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from remediation import cli
+from selfheal import cli
 
 
 def test_config_option_points_every_handler_at_the_file(tmp_path, monkeypatch, capsys):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from remediation import cli
+from selfheal import cli
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from remediation.config import load
-from streams.bus import MAX_MESSAGE_BYTES
+from core.bus import MAX_MESSAGE_BYTES
+from core.config import load
 from streams.collect.sink import RecordSink, RecordTooLarge
 from streams.collect.telemetry import Telemetry
 
@@ -15,5 +15,5 @@ def test_a_record_over_the_size_limit_says_which_limits_to_raise(tmp_path):
     config = load(env={"SELFHEAL_SANDBOX_DIR": str(tmp_path),
                        "SELFHEAL_CLUSTER_BOOTSTRAP_SERVERS": "127.0.0.1:9"})
     sink = RecordSink(config, Telemetry("test"), lambda _line: None, "test")
-    with pytest.raises(RecordTooLarge, match="raise streams.bus.MAX_MESSAGE_BYTES"):
+    with pytest.raises(RecordTooLarge, match="raise core.bus.MAX_MESSAGE_BYTES"):
         sink.send("selfheal.cluster-snapshots", b"x" * (MAX_MESSAGE_BYTES + 1), b"c1")

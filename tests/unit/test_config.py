@@ -1,4 +1,4 @@
-"""remediation.config: defaults, file, environment overrides, sandbox fallback, errors."""
+"""core.config: defaults, file, environment overrides, sandbox fallback, errors."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from remediation.config import SECTIONS, Config, ConfigError, load
+from core.config import SECTIONS, Config, ConfigError, load
 from sandbox.state import SandboxState, ServerState
 
 
@@ -200,7 +200,7 @@ def test_topic_names_take_the_prefix_and_refuse_unknown_topics():
         config.topic("action")
 
 
-EXAMPLE = Path(__file__).parents[2] / "remediation" / "selfheal.example.toml"
+EXAMPLE = Path(__file__).parents[2] / "core" / "selfheal.example.toml"
 
 
 def test_the_example_file_documents_every_key_with_its_default(no_sandbox):

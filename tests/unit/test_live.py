@@ -1,9 +1,9 @@
-"""remediation.live without a cluster: reducing a DescribeLogDirs reply, and where a
+"""core.live without a cluster: reducing a DescribeLogDirs reply, and where a
 replica that no online dir lists is said to be."""
 
 from __future__ import annotations
 
-from remediation.live import KAFKA_STORAGE_ERROR, PlacementMemory, _replica, broker_dirs
+from core.live import KAFKA_STORAGE_ERROR, PlacementMemory, _replica, broker_dirs
 
 
 def reply(*dirs: tuple[str, int, list[tuple[str, int, int, bool]]]) -> dict:

@@ -20,13 +20,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remediation.plan.consumers import (
+from core.plan.consumers import (
     assign_cooperative_sticky,
     assign_range,
     cross_rack,
     plan_consumers,
 )
-from remediation.plan.errors import PlanError
+from core.plan.errors import PlanError
 from schemas.snapshot import Member
 from tests.unit.plan_snapshots import broker, doc, model, partition
 
@@ -393,6 +393,7 @@ def test_cli_unknown_group_exits_2(tmp_path):
 
 
 def test_the_cli_offers_the_planners_strategies():
-    from remediation.plan import cli, consumers
+    from core.plan import consumers
+    from remediation.plan import cli
 
     assert cli.STRATEGIES == consumers.STRATEGIES

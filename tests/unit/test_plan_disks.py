@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remediation.model import ClusterModel
-from remediation.plan.disks import broker_usage, explain, mean_ratio, over_limit, plan_disks
-from remediation.plan.errors import PlanError
-from remediation.plan.formats import ANY_DIR, DiskPlan
+from core.model import ClusterModel
+from core.plan.disks import broker_usage, explain, mean_ratio, over_limit, plan_disks
+from core.plan.errors import PlanError
+from core.plan.formats import ANY_DIR, DiskPlan
 from tests.unit.plan_snapshots import GIB, broker, clusters, doc, model, partition
 
 SELFHEAL = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "selfheal")
@@ -198,6 +198,7 @@ def test_explain_and_cli(tmp_path):
 
 
 def test_the_cli_default_threshold_is_the_planners():
-    from remediation.plan import cli, disks
+    from core.plan import disks
+    from remediation.plan import cli
 
     assert cli.DEFAULT_THRESHOLD == disks.DEFAULT_THRESHOLD

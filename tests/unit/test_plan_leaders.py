@@ -12,9 +12,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remediation.model import ClusterModel
-from remediation.plan.formats import LeaderPlan
-from remediation.plan.leaders import explain, plan_leaders
+from core.model import ClusterModel
+from core.plan.formats import LeaderPlan
+from core.plan.leaders import explain, plan_leaders
 from tests.unit.plan_snapshots import broker, clusters, doc, model, partition, random_cluster
 
 SELFHEAL = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "selfheal")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from hypothesis import given, settings
 
-from remediation.model import ClusterModel
-from remediation.plan.formats import ANY_DIR
-from remediation.plan.offline import explain, plan_offline
+from core.model import ClusterModel
+from core.plan.formats import ANY_DIR
+from core.plan.offline import explain, plan_offline
 from tests.unit.plan_snapshots import GIB, broker, clusters, doc, model, partition
 
 SELFHEAL = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "selfheal")

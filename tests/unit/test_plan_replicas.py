@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remediation.plan.errors import PlanError
-from remediation.plan.replicas import assign_replicas, rack_alternated
+from core.plan.errors import PlanError
+from core.plan.replicas import assign_replicas, rack_alternated
 
 SELFHEAL = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "selfheal")
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from remediation.model import ClusterModel
+from core.model import ClusterModel
 from schemas.snapshot import (
     SCHEMA_PATH,
     Broker,

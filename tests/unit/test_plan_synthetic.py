@@ -11,7 +11,7 @@ from pathlib import Path
 import jsonschema
 
 from bench import synthetic
-from remediation.model import ClusterModel
+from core.model import ClusterModel
 from schemas.snapshot import SCHEMA_PATH, snapshot_from_dict
 
 SELFHEAL = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "selfheal")

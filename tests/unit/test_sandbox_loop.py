@@ -1,9 +1,9 @@
-"""The loop's shared configuration file: what `sandbox.loop` writes, `remediation.config`
+"""The loop's shared configuration file: what `sandbox.loop` writes, `core.config`
 reads back exactly, and every piece gets its own command line and log."""
 
 from __future__ import annotations
 
-from remediation.config import load
+from core.config import load
 from sandbox import cluster, loop
 
 
@@ -11,7 +11,7 @@ def test_loop_config_file_reads_back_as_the_sandbox_with_quick_intervals(tmp_pat
     state = cluster.plan_layout(tmp_path / "sb", brokers=3, log_dirs=2, racks=3, mode="zk")
     prepared = loop.prepare(state, tmp_path / "loop", overrides={"detect": {
         "skew_window_seconds": 7.5}}, policy=str(tmp_path / "policy.toml"))
-    config = load(prepared.config_path, env={}, use_sandbox=False)
+    config = load(prepared.config_path, env={}, use_fallbacks=False)
     assert config.cluster.bootstrap_servers == state.bootstrap_servers
     assert config.cluster.zookeeper_connect == state.zookeeper_connect
     assert config.cluster.exporter_urls == tuple(f"{b.node_id}={b.exporter_url}"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from remediation.plan.formats import (
+from core.plan.formats import (
     LeaderPlan,
     PartitionAssignment,
     Reassignment,

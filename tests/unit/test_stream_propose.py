@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from remediation.plan.disks import broker_usage, mean_ratio, over_limit
+from core.plan.disks import broker_usage, mean_ratio, over_limit
 from schemas.registry import validate
 from streams.detect import (
     FIX_OFFLINE,

@@ -2,9 +2,9 @@
 
 Precedence, lowest first: the defaults below, the file (``path`` or ``$SELFHEAL_CONFIG``),
 the environment (``SELFHEAL_<SECTION>_<KEY>``, e.g. ``SELFHEAL_DETECT_DISK_SKEW_THRESHOLD``;
-``SELFHEAL_POLICY`` for the policy path). When no bootstrap servers are configured, the
-running sandbox's state file fills in the cluster, so every command works on the sandbox
-with no configuration at all.
+``SELFHEAL_POLICY`` for the policy path). When no bootstrap servers are configured, a
+registered cluster fallback fills in the cluster: the sandbox registers one (from above,
+see `register_cluster_fallback`), so every command works on it with no configuration.
 """
 
 from __future__ import annotations
@@ -367,34 +367,35 @@ def _read_env(builder: _Builder, env: Mapping[str, str]) -> None:
         builder.sources.append("environment")
 
 
-def _from_sandbox(builder: _Builder, env: Mapping[str, str]) -> None:
-    """Fill the cluster section from the running sandbox, where the user left it unset."""
-    from sandbox.state import SandboxNotRunning, load
+# A source of cluster defaults for when none is configured: (values, where) or None.
+# The product ships none; a layer above it (the sandbox) registers one, so every command
+# works on the local cluster with no configuration while the product never imports it.
+ClusterFallback = Callable[[Mapping[str, str]], "tuple[Mapping[str, Any], str] | None"]
+_CLUSTER_FALLBACKS: list[ClusterFallback] = []
 
-    work_dir = env.get("SELFHEAL_SANDBOX_DIR")
-    try:
-        state = load(Path(work_dir).expanduser() if work_dir else None)
-    except SandboxNotRunning:
-        return  # nothing configured and nothing running: require_bootstrap_servers() says so
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(
-            f"the sandbox state file is unreadable ({exc}); bring the sandbox up again with "
-            "`selfheal sandbox up`, or set SELFHEAL_CLUSTER_BOOTSTRAP_SERVERS") from None
-    found = {
-        "bootstrap_servers": state.bootstrap_servers,
-        "zookeeper_connect": state.zookeeper_connect,
-        "mode": state.mode,
-        "cluster_id": state.cluster_id,
-        "exporter_urls": tuple(b.exporter_url for b in state.brokers if b.exporter_url),
-    }
-    for key, value in found.items():
-        if not builder.is_set("cluster", key) and value is not None:
-            builder.values["cluster"][key] = value
-    builder.sources.append(f"sandbox {state.path}")
+
+def register_cluster_fallback(fallback: ClusterFallback) -> None:
+    """Let ``fallback`` fill the [cluster] keys a user left unset (once per function)."""
+    if fallback not in _CLUSTER_FALLBACKS:
+        _CLUSTER_FALLBACKS.append(fallback)
+
+
+def _from_fallbacks(builder: _Builder, env: Mapping[str, str]) -> None:
+    """Fill the cluster section from the first registered fallback that has a cluster."""
+    for fallback in _CLUSTER_FALLBACKS:
+        found = fallback(env)
+        if found is None:
+            continue
+        values, where = found
+        for key, value in values.items():
+            if not builder.is_set("cluster", key) and value is not None:
+                builder.values["cluster"][key] = value
+        builder.sources.append(where)
+        return
 
 
 def load(path: str | Path | None = None, env: Mapping[str, str] | None = None,
-         use_sandbox: bool = True) -> Config:
+         use_fallbacks: bool = True) -> Config:
     """The configuration from defaults, ``path`` (else ``$SELFHEAL_CONFIG``) and ``env``."""
     env = os.environ if env is None else env
     builder = _Builder()
@@ -402,8 +403,8 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None,
     if file is not None:
         _read_file(builder, Path(file).expanduser())
     _read_env(builder, env)
-    if use_sandbox and not builder.is_set("cluster", "bootstrap_servers"):
-        _from_sandbox(builder, env)
+    if use_fallbacks and not builder.is_set("cluster", "bootstrap_servers"):
+        _from_fallbacks(builder, env)
     cluster_servers = builder.values["cluster"].get("bootstrap_servers")
     if not builder.is_set("bus", "bootstrap_servers") and cluster_servers:
         builder.values["bus"]["bootstrap_servers"] = cluster_servers

@@ -18,9 +18,9 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
-from remediation.model import ClusterModel
-from remediation.plan.errors import PlanError
-from remediation.plan.formats import (
+from core.model import ClusterModel
+from core.plan.errors import PlanError
+from core.plan.formats import (
     ANY_DIR,
     DirMove,
     DiskPlan,

@@ -15,8 +15,8 @@ import random
 from collections import Counter
 from collections.abc import Mapping
 
-from remediation.plan.errors import PlanError
-from remediation.plan.formats import PartitionAssignment, Reassignment
+from core.plan.errors import PlanError
+from core.plan.formats import PartitionAssignment, Reassignment
 
 
 def _java_order(text: str) -> bytes:

@@ -1,8 +1,10 @@
-"""`selfheal`: one command for every piece of kafka-selfheal.
+"""`selfheal`: one command for every piece of kafka-selfheal (the top layer).
 
 Each sub-command lives next to the code it drives and exposes ``register(subparsers)``;
 this module only wires them together, so ``selfheal --help`` stays fast (heavy imports
-such as pyspark happen inside the handlers).
+such as pyspark happen inside the handlers). When the sandbox is installed beside the
+product, its defaults are plugged in here (`sandbox.defaults.install`); the product's own
+packages never import it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import argparse
 import importlib
 import os
 import sys
+
+from core.errors import CliError
 
 # (module, what it adds). Modules are imported on start-up; they must keep their own
 # heavy imports inside their handlers.
@@ -25,12 +29,18 @@ SUBCOMMANDS: tuple[str, ...] = (
 )
 
 
-class CliError(Exception):
-    """An error the user can fix; printed without a traceback, exit status ``code``."""
 
-    def __init__(self, message: str, code: int = 2) -> None:
-        super().__init__(message)
-        self.code = code
+
+def install_sandbox_defaults() -> bool:
+    """Plug the sandbox's defaults in when it is installed; False when it is not."""
+    try:
+        from sandbox.defaults import install
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not exc.name.startswith("sandbox"):
+            raise
+        return False
+    install()
+    return True
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--config", metavar="PATH", dest="global_config",
-        help="the configuration file (TOML, see remediation/selfheal.example.toml); "
+        help="the configuration file (TOML, see core/selfheal.example.toml); "
              "default $SELFHEAL_CONFIG, else built-in defaults aimed at the running sandbox")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module_name in SUBCOMMANDS:
@@ -55,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    install_sandbox_defaults()
     parser = build_parser()
     args = parser.parse_args(argv)
     # dest differs from "config": a sub-command's own --config default must not erase it.
@@ -62,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         if not os.path.isfile(args.global_config):
             print(f"selfheal: --config {args.global_config}: no such file", file=sys.stderr)
             return 2
-        # Every handler reads its configuration through remediation.config.load(), which
+        # Every handler reads its configuration through core.config.load(), which
         # takes the file from the environment; this makes --config mean the same everywhere.
         os.environ["SELFHEAL_CONFIG"] = os.path.abspath(args.global_config)
     try:
@@ -76,8 +87,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run the imported module's main, not this __main__ copy: handlers raise
-    # remediation.cli.CliError, which is a different class from __main__.CliError.
-    from remediation.cli import main as _main
-
-    sys.exit(_main())
+    sys.exit(main())

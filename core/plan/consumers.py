@@ -27,9 +27,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from remediation.model import ClusterModel
-from remediation.plan.errors import PlanError
-from remediation.plan.formats import ConsumerPlan, TopicPartition
+from core.model import ClusterModel
+from core.plan.errors import PlanError
+from core.plan.formats import ConsumerPlan, TopicPartition
 from schemas.snapshot import ConsumerGroup, Member
 
 STRATEGIES = ("range", "cooperative-sticky")

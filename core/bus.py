@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any
 
-from remediation.config import Config
+from core.config import Config
 
 # A snapshot of 100k partitions is ~30 MB of JSON (~3 MB with zstd).
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024

@@ -26,8 +26,8 @@ import heapq
 from collections import Counter
 from collections.abc import Iterable
 
-from remediation.model import ClusterModel
-from remediation.plan.formats import (
+from core.model import ClusterModel
+from core.plan.formats import (
     ANY_DIR,
     LeaderPlan,
     PartitionAssignment,

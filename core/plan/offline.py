@@ -14,8 +14,8 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 
-from remediation.model import ClusterModel
-from remediation.plan.formats import (
+from core.model import ClusterModel
+from core.plan.formats import (
     ANY_DIR,
     OfflinePlan,
     PartitionAssignment,
