@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from schemas.records import rfc3339
+from core import clock
 from streams.collect.exporter import parse_exporter_text, wire_values
 
 
@@ -47,7 +47,7 @@ def main() -> None:
           f"{'all validated':>16}")
     for partitions in (100, 1_000, 10_000):
         text = exporter_text(partitions)
-        now = rfc3339()
+        now = clock.text()
 
         def parse(text: str = text, now: str = now) -> list:
             return parse_exporter_text(text, "bench", 1, "rack1", now).records

@@ -18,9 +18,9 @@ import time
 import uuid
 from pathlib import Path
 
+from core import clock
 from sandbox import cluster, loop, traffic
 from sandbox.state import SandboxState
-from schemas.records import epoch_seconds
 
 
 def _wait_batches(the_loop: loop.Loop, timeout: float = 300.0) -> None:
@@ -49,8 +49,8 @@ def _round(state: SandboxState, tail: traffic.TopicTail, topic: str, broker: int
     if found is None:
         return None
     action, read_at = found
-    event = epoch_seconds(action["event_time"])
-    return read_at - event, epoch_seconds(action["created_at"]) - event
+    event = clock.epoch_seconds(action["event_time"])
+    return read_at - event, clock.epoch_seconds(action["created_at"]) - event
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import synthetic
+from core import clock
 from core.model import ClusterModel
 from core.plan import plan_offline
 from core.plan.formats import OfflinePlan, Reassignment
@@ -32,7 +33,7 @@ from remediation.executor.policy import policy_from_mapping
 from remediation.executor.runner import Executor
 from remediation.executor.store import ActionStore
 from schemas.actions import build_action
-from schemas.records import Trigger, rfc3339
+from schemas.records import Trigger
 from schemas.snapshot import snapshot_from_dict
 
 CLUSTERS = (("small", {"brokers": 12, "partitions": 1_000}),
@@ -108,7 +109,8 @@ def one_action(doc: dict[str, Any], plan: OfflinePlan, work: Path) -> tuple[floa
         executor = Executor(store, cluster, POLICY, log=lambda m: None)  # type: ignore[arg-type]
         action = build_action(doc["cluster_id"], "fix_offline_replicas", plan,
                               reason="bench", trigger=Trigger("snapshot"),
-                              event_time=rfc3339(), bytes_moved=1 << 30)
+                              event_time=clock.text(), bytes_moved=1 << 30,
+                              created_at=clock.text())
         raw = action.to_json()
         t = time.perf_counter()
         received = executor.receive(raw, "bench[0]@0")

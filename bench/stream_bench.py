@@ -31,10 +31,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from core import clock
 from core.config import load
 from core.live import open_admin, read_snapshot
 from sandbox import cluster, traffic
-from schemas.records import rfc3339
 
 RATE = 35_000  # samples/s: 1,000 brokers x ~1,050 samples per 30 s scrape
 BROKERS = 1000
@@ -77,7 +77,7 @@ def _produce_load(servers: str, topic: str, rate: int, seconds: float,
     producer = Producer({"bootstrap.servers": servers, "linger.ms": 50,
                          "compression.type": "lz4", "batch.size": 1_000_000,
                          "queue.buffering.max.messages": 2_000_000})
-    samples = _scrape(rfc3339())
+    samples = _scrape(clock.text())
     sent, started, k = 0, time.monotonic(), 0
     step = rate // 10
     while (elapsed := time.monotonic() - started) < seconds:
@@ -240,13 +240,13 @@ def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: s
         cid = f"bench-{uuid.uuid4().hex[:8]}"
         before = copy.deepcopy(base)
         before["cluster_id"] = cid
-        before["taken_at"] = rfc3339(datetime.now(UTC) - timedelta(seconds=5))
+        before["taken_at"] = clock.text(datetime.now(UTC) - timedelta(seconds=5))
         send.produce(config.topic("cluster-snapshots"), json.dumps(before).encode(),
                      cid.encode())
         send.flush(10)
         time.sleep(1.0)
         now = datetime.now(UTC)
-        event = {"version": 1, "cluster_id": cid, "event_time": rfc3339(now),
+        event = {"version": 1, "cluster_id": cid, "event_time": clock.text(now),
                  "source": "zookeeper", "kind": "log_dir_failure", "broker": None,
                  "log_dir": None, "znode": "/log_dir_event_notification/log_dir_event_1",
                  "details": None}
@@ -255,7 +255,7 @@ def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: s
         send.flush(10)
         time.sleep(1.0)  # the snapshot collector reads the cluster at once: ~1 s
         after = copy.deepcopy(before)
-        after["taken_at"] = rfc3339()
+        after["taken_at"] = clock.text()
         for b in after["brokers"]:
             for d in b["log_dirs"]:
                 if b["id"] == broker and d["path"] == path:
@@ -348,7 +348,7 @@ def realtime(state: Any, config: Any, work: Path) -> None:
             key = f"rtm-{i}-{uuid.uuid4().hex[:4]}"
             sent[key] = time.time()
             send.produce(src_topic, json.dumps({
-                "version": 1, "cluster_id": key, "event_time": rfc3339(), "source": "zookeeper",
+                "version": 1, "cluster_id": key, "event_time": clock.text(), "source": "zookeeper",
                 "kind": "log_dir_failure", "broker": 1}).encode())
             send.flush(5)
             deadline = time.time() + 0.5

@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
-from schemas.records import rfc3339
+from core import clock
 
 # Kafka's error code for a log dir the broker has taken offline.
 KAFKA_STORAGE_ERROR = 56
@@ -166,7 +166,7 @@ def read_snapshot(admin: Any, cluster_id: str | None = None,
     return {
         "version": 1,
         "cluster_id": cluster_id or cluster.get("cluster_id") or "unknown",
-        "taken_at": rfc3339(),
+        "taken_at": clock.text(),
         "brokers": brokers,
         "partitions": partitions,
     }

@@ -14,7 +14,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from schemas.records import Action, Summary, Trigger, rfc3339
+from schemas.records import Action, Summary, Trigger
 from schemas.registry import validate
 
 
@@ -80,11 +80,11 @@ def build_action(
     trigger: Trigger,
     event_time: str,
     bytes_moved: int = 0,
-    created_at: str | None = None,
+    created_at: str,
 ) -> Action:
     """A validated action record with its id and summary; `RecordError` if it breaks the schema."""
     body = plan_json(plan)
-    created = created_at or rfc3339()
+    created = created_at
     # Validate before summarising, so a malformed plan fails with a JSON path, not a KeyError.
     draft = {
         "version": 1,

@@ -3,7 +3,7 @@
 A field the schema requires has no default (``version`` defaults to its ``const``); a field
 it leaves out of ``required`` defaults to the schema's ``default`` or None. Unit tests hold
 the classes and the schemas together, so they cannot drift. Times stay RFC 3339 strings,
-exactly as on the wire; `rfc3339()` makes one.
+exactly as on the wire; the records layer never reads the clock (`core.clock` makes them).
 """
 
 from __future__ import annotations
@@ -12,22 +12,10 @@ import dataclasses
 import types
 import typing
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from functools import cache
 from typing import Any, ClassVar, Self
 
 from schemas.registry import dumps, parse, schema, validate
-
-
-def rfc3339(when: datetime | None = None) -> str:
-    """``when`` (default now) as an RFC 3339 UTC string with milliseconds."""
-    when = (when or datetime.now(UTC)).astimezone(UTC)
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def epoch_seconds(text: str) -> float:
-    """Epoch seconds of an RFC 3339 time such as `rfc3339` writes."""
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def _enum(schema_name: str, *path: str) -> tuple[str, ...]:
@@ -264,12 +252,13 @@ class DeadLetter(Record):
         source_partition: int | None = None,
         source_offset: int | None = None,
         cluster_id: str | None = None,
-        event_time: str | None = None,
+        *,
+        event_time: str,
     ) -> DeadLetter:
         """The dead letter for a value that failed parsing or validation."""
         text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
         return cls(
-            event_time=event_time or rfc3339(),
+            event_time=event_time,
             source_topic=source_topic,
             reason=str(reason),
             raw=text,

@@ -29,8 +29,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from core import clock
 from core.config import Config
-from schemas.records import epoch_seconds
 from streams.detect import Decision, DetectSettings
 from streams.metrics import BatchOutput, StreamMetrics, progress_listener
 from streams.propose import Proposer, describe
@@ -141,7 +141,8 @@ class BatchSink:
             for action in actions:
                 self.producer.produce(self.actions_topic, action.to_json(), action.key(),
                                       on_delivery=delivered)
-                latency = epoch_seconds(action.created_at) - epoch_seconds(action.event_time)
+                latency = (clock.epoch_seconds(action.created_at)
+                           - clock.epoch_seconds(action.event_time))
                 self.metrics.actions.labels(action.type).inc()
                 self.metrics.latency.labels(action.type).observe(max(latency, 0.0))
                 output.actions[action.type] += 1

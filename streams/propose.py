@@ -12,11 +12,11 @@ the moves on the skewed broker. Same snapshot, same decision: same plan, same ac
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 
+from core import clock
 from core.model import ClusterModel
 from core.plan.disks import broker_usage, mean_ratio
 from core.plan.errors import PlanError
@@ -29,7 +29,7 @@ from core.plan.formats import (
     human_bytes,
 )
 from schemas.actions import build_action
-from schemas.records import Action, Trigger, rfc3339
+from schemas.records import Action, Trigger
 from schemas.snapshot import SnapshotError, snapshot_from_dict
 from streams.detect import (
     FIX_OFFLINE,
@@ -43,10 +43,6 @@ from streams.detect import (
 # (where, cluster id) -> the record's value; LookupError when it cannot be read back.
 ReadSnapshot = Callable[[SnapshotRef, str], bytes]
 
-
-def ms_time(ms: int) -> str:
-    """Epoch milliseconds as an RFC 3339 UTC string."""
-    return rfc3339(datetime.fromtimestamp(ms / 1000, UTC))
 
 
 def mark_offline(doc: dict[str, Any], dirs: Iterable[tuple[int, str]]) -> None:
@@ -91,7 +87,7 @@ class Proposer:
 
     def actions(self, decision: Decision, created_at: str | None = None) -> list[Action]:
         """The actions for one decision: none when the planner finds nothing to do."""
-        created = created_at or rfc3339()
+        created = created_at or clock.text()
         if decision.type == PAGE:
             dirs = [d for b, d in decision.offline_dirs if b == decision.broker]
             return [self._page(decision, decision.reason, dirs, created)]
@@ -116,8 +112,8 @@ class Proposer:
         return build_action(
             decision.cluster_id, type, plan, reason=reason,
             trigger=Trigger(decision.trigger_kind, decision.broker, decision.log_dir),
-            event_time=ms_time(decision.event_time), bytes_moved=bytes_moved,
-            created_at=created)
+            event_time=clock.text(clock.from_epoch_ms(decision.event_time)),
+            bytes_moved=bytes_moved, created_at=created)
 
     def _page(self, decision: Decision, message: str, dirs: list[str],
               created: str) -> Action:

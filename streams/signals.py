@@ -13,11 +13,11 @@ Runs on the executors: pure functions of pandas frames, no Spark calls.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from datetime import datetime
 from typing import Any
 
 import msgspec
 
+from core import clock
 from schemas.records import DeadLetter
 from schemas.snapshot import SnapshotError, snapshot_from_dict
 from streams.facts import FactLimits, snapshot_facts
@@ -39,11 +39,6 @@ REJECT = "reject"  # body: the DeadLetter JSON; key is ""
 
 COUNT_GAUGE = "kafka_log_offline_log_directory_count"
 
-
-def event_ms(value: str) -> int:
-    """Epoch milliseconds of a validated RFC 3339 time."""
-    return round(datetime.fromisoformat(value.replace("z", "Z").replace("t", "T")).timestamp()
-                 * 1000)
 
 
 def decode(value: bytes | None) -> Any:
@@ -154,7 +149,7 @@ def _snapshots(values: list[bytes | None], limits: FactLimits
         if type(doc) is dict:
             try:
                 snapshot = snapshot_from_dict(doc)
-                found = (snapshot.cluster_id, event_ms(snapshot.taken_at),
+                found = (snapshot.cluster_id, clock.epoch_ms(snapshot.taken_at),
                          snapshot_facts(snapshot, limits).to_json())
             except SnapshotError as exc:
                 error = str(exc)
@@ -179,7 +174,8 @@ def _dead_letter(value: bytes | None, reason: str, where: tuple[str, int, int],
         reason += (f"; raw holds the first {RAW_LIMIT} of {len(raw)} bytes, the whole record "
                    f"is at {where[0]}[{where[1]}]@{where[2]}")
         raw = raw[:RAW_LIMIT]
-    letter = DeadLetter.reject(raw, reason, *where, cluster_id=cluster_id)
+    letter = DeadLetter.reject(raw, reason, *where, cluster_id=cluster_id,
+                               event_time=clock.text())
     return letter.to_json().decode("utf-8")
 
 
@@ -187,17 +183,17 @@ def _metric(rows: Rows, doc: dict[str, Any], where: tuple[str, int, int]) -> Non
     metric = doc["metric"]
     if metric == OFFLINE_GAUGE:
         kind = FAILURE if doc["value"] >= 1 else ONLINE
-        rows.add(doc["cluster_id"], kind, event_ms(doc["event_time"]), *where,
+        rows.add(doc["cluster_id"], kind, clock.epoch_ms(doc["event_time"]), *where,
                  broker=int(doc["broker"]), log_dir=doc["labels"]["log_dir"], source="metric")
     elif metric == COUNT_GAUGE and doc["value"] > 0:
-        rows.add(doc["cluster_id"], FAILURE, event_ms(doc["event_time"]), *where,
+        rows.add(doc["cluster_id"], FAILURE, clock.epoch_ms(doc["event_time"]), *where,
                  broker=int(doc["broker"]), source="metric")
 
 
 def _event(rows: Rows, doc: dict[str, Any], where: tuple[str, int, int]) -> None:
     broker = doc.get("broker")
     broker = int(broker) if broker is not None else None
-    ms = event_ms(doc["event_time"])
+    ms = clock.epoch_ms(doc["event_time"])
     if doc["kind"] == "log_dir_failure":
         rows.add(doc["cluster_id"], FAILURE, ms, *where, broker=broker,
                  log_dir=doc.get("log_dir"), source="logdir_event")

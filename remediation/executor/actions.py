@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from core import clock
 from schemas.actions import action_id as content_id
 from schemas.records import ACTION_TYPES as _TYPES
 from schemas.records import TRIGGER_KINDS as _KINDS
@@ -129,8 +130,8 @@ def parse_action(record: Mapping[str, Any]) -> Action:
         cluster_id=record["cluster_id"],
         action_id=record["action_id"],
         type=record["type"],
-        created_at=_time(record["created_at"]),
-        event_time=_time(record["event_time"]),
+        created_at=clock.parse(record["created_at"]),
+        event_time=clock.parse(record["event_time"]),
         reason=record["reason"],
         trigger=Trigger(trigger["kind"], trigger.get("broker"), trigger.get("log_dir")),
         plan=plan,
@@ -155,7 +156,3 @@ def _partitions(plan: Mapping[str, Any], where: str) -> tuple[PartitionTarget, .
                                    None if dirs is None else tuple(dirs)))
     return tuple(out)
 
-
-def _time(text: str) -> datetime:
-    # The schema admits RFC 3339's lowercase 't' and 'z'; fromisoformat wants them upper.
-    return datetime.fromisoformat(text.upper())

@@ -17,9 +17,10 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from core import clock
 from remediation.executor import checks, throttle
 from remediation.executor.actions import Action, ActionError, parse_action, parse_action_json
 from remediation.executor.checks import LiveView
@@ -55,16 +56,13 @@ class Received:
     state: State | None = None
 
 
-def _utc(t: datetime) -> str:
-    return t.astimezone(UTC).isoformat()
-
 
 class Executor:
     """Intake decisions and the execution loop over one store and one cluster."""
 
     def __init__(self, store: ActionStore, cluster: KafkaCluster, policy: Policy, *,
                  timeouts: Timeouts = Timeouts(),
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 clock: Callable[[], datetime] = clock.now,
                  notify: Callable[[ActionRow, Decision], None] | None = None,
                  publish: Callable[[Action], None] | None = None,
                  is_leader: Callable[[], bool] = lambda: True,
@@ -209,7 +207,8 @@ class Executor:
                                   f"re-read before acting: {verdict.reason}")
             return
         row = self.store.transition(row.id, State.EXECUTING, ACTOR, f"{verdict.reason}; starting")
-        self.store.update_journal(row.id, started_at=_utc(self._clock()), attempt=row.attempts)
+        self.store.update_journal(row.id, started_at=clock.text(self._clock()),
+                                  attempt=row.attempts)
         self._advance(self._fresh(row), action, view)
 
     def _advance(self, row: ActionRow, action: Action, view: LiveView | None = None) -> None:
@@ -219,7 +218,7 @@ class Executor:
             self._revert(row, action, view, State.CANCELLED, who["actor"],
                          f"cancelled by {who['actor']}: {who['reason']}")
             return
-        started = datetime.fromisoformat(row.journal.get("started_at", _utc(self._clock())))
+        started = clock.parse(row.journal.get("started_at", clock.text(self._clock())))
         elapsed = (self._clock() - started).total_seconds()
         if elapsed > self.timeouts.execution_seconds:
             self._revert(row, action, view, State.FAILED, ACTOR,
@@ -281,7 +280,7 @@ class Executor:
         # Marked submitted only once Kafka answered. A crash or a failed call before that
         # leaves it unmarked, and the next step re-reads first: a reassignment Kafka did
         # take shows as in flight (or done) there and is never submitted again.
-        self.store.update_journal(row.id, submitted_at=_utc(self._clock()))
+        self.store.update_journal(row.id, submitted_at=clock.text(self._clock()))
         errors = self.cluster.reassign(targets)
         self.store.update_journal(row.id, submitted=True)
         accepted = len(targets) - len(errors)
@@ -315,7 +314,7 @@ class Executor:
         if moves and not row.journal.get("submitted"):
             self._throttle(row, "intra", throttle.intra_broker(
                 moves, self.policy.limits.intra_broker_throttle_bytes_per_s))
-            self.store.update_journal(row.id, submitted_at=_utc(self._clock()))
+            self.store.update_journal(row.id, submitted_at=clock.text(self._clock()))
             errors = self.cluster.move_dirs(moves)  # as for reassignments: marked when answered
             self.store.update_journal(row.id, submitted=True)
             self.store.note(row.id, ACTOR, f"log dir moves submitted for {len(moves)} replicas"
@@ -340,7 +339,7 @@ class Executor:
     def _to_verifying(self, row: ActionRow, reason: str) -> None:
         self._restore(row)
         row = self.store.transition(row.id, State.VERIFYING, ACTOR, reason)
-        self.store.update_journal(row.id, verifying_at=_utc(self._clock()))
+        self.store.update_journal(row.id, verifying_at=clock.text(self._clock()))
         self._verify(self._fresh(row), parse_action(row.record))
 
     def _verify(self, row: ActionRow, action: Action) -> None:
@@ -355,7 +354,7 @@ class Executor:
         if action.type == "rebalance_leaders":
             # A preferred leader that was still catching up may be electable now.
             self.cluster.elect_preferred(action.elections())
-        since = datetime.fromisoformat(row.journal.get("verifying_at", _utc(self._clock())))
+        since = clock.parse(row.journal.get("verifying_at", clock.text(self._clock())))
         waited = (self._clock() - since).total_seconds()
         if waited > self.timeouts.verify_seconds:
             self._fail(row, f"target state not reached {waited:.0f} s after the moves: "
@@ -444,9 +443,9 @@ class Executor:
         """True once submitted moves have looked neither in flight nor done for the grace."""
         since = row.journal.get("stalled_since")
         if since is None:
-            self.store.update_journal(row.id, stalled_since=_utc(self._clock()))
+            self.store.update_journal(row.id, stalled_since=clock.text(self._clock()))
             return False
-        return self._clock() - datetime.fromisoformat(since) > STALL_GRACE
+        return self._clock() - clock.parse(since) > STALL_GRACE
 
     def _moving(self, row: ActionRow) -> None:
         if row.journal.get("stalled_since") is not None:

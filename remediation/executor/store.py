@@ -20,10 +20,11 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Self
 
+from core import clock
 from remediation.executor import lifecycle
 from remediation.executor.actions import Action, ActionError, parse_action_json
 from remediation.executor.lifecycle import State
@@ -166,19 +167,12 @@ class AlertRow:
     starts_at: str | None = None
 
 
-def utc_text(t: datetime) -> str:
-    """RFC 3339 in UTC with microseconds: sorts as text in the same order as in time."""
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 class ActionStore:
     """Actions, audit, used approval links and received alerts in one SQLite file."""
 
-    def __init__(self, path: str | Path, clock: Callable[[], datetime] = _now) -> None:
+    def __init__(self, path: str | Path, clock: Callable[[], datetime] = clock.now) -> None:
         self.path = Path(path)
         self._clock = clock
         self._lock = threading.RLock()
@@ -231,7 +225,7 @@ class ActionStore:
             self._db.execute("COMMIT")
 
     def _now_text(self) -> str:
-        return utc_text(self._clock())
+        return clock.text(self._clock())
 
     def _audit(self, db: sqlite3.Connection, action_id: str | None, from_state: str | None,
                to_state: str, actor: str, reason: str, raw: str | None = None,
@@ -274,7 +268,7 @@ class ActionStore:
                 "INSERT INTO actions (id, cluster, type, state, record, created_at, updated_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (action.action_id, action.cluster_id, action.type, State.PROPOSED.value,
-                 action.to_json(), utc_text(action.created_at), now),
+                 action.to_json(), clock.text(action.created_at), now),
             )
             self._audit(db, action.action_id, None, State.PROPOSED.value, actor,
                         action.reason or "proposed", source=source)
@@ -392,7 +386,7 @@ class ActionStore:
 
     def expire_overdue(self, ttl_seconds: float, actor: str = "executor") -> tuple[str, ...]:
         """Expire actions that have waited for approval longer than `ttl_seconds`."""
-        cutoff = utc_text(self._clock() - timedelta(seconds=ttl_seconds))
+        cutoff = clock.text(self._clock() - timedelta(seconds=ttl_seconds))
         with self._lock:
             ids = [r["id"] for r in self._db.execute(
                 "SELECT id FROM actions WHERE state = ? AND updated_at < ?",
@@ -480,7 +474,7 @@ class ActionStore:
             rows = self._db.execute(
                 "SELECT actions.record FROM audit JOIN actions ON actions.id = audit.action_id"
                 " WHERE audit.to_state = ? AND audit.from_state != ? AND audit.at >= ?",
-                (State.EXECUTING.value, State.EXECUTING.value, utc_text(since))).fetchall()
+                (State.EXECUTING.value, State.EXECUTING.value, clock.text(since))).fetchall()
         return sum(int(json.loads(r[0])["summary"]["bytes"]) for r in rows)
 
     def counts(self) -> dict[str, int]:

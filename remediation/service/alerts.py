@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from core import clock
 from remediation.executor.actions import parse_action
 from remediation.executor.store import ActionRow, ActionStore, AlertRow
 
@@ -129,7 +130,7 @@ def receive(store: ActionStore, webhook: Webhook) -> tuple[Received, ...]:
     for alert in webhook.alerts:
         key = (webhook.group_key, alert.fingerprint, alert.status)
         new = store.record_alert(*key, alert.labels, alert.annotations,
-                                 alert.starts_at.isoformat())
+                                 clock.text(alert.starts_at))
         seen = None if new else store.alert(*key)
         action_id = seen.action_id if seen is not None else None
         if action_id is None and alert.name in OFFLINE_ALERTS:
@@ -145,7 +146,7 @@ def receive(store: ActionStore, webhook: Webhook) -> tuple[Received, ...]:
 
 def stored_alert(row: AlertRow) -> Alert:
     """The alert as it was received, for the approval page."""
-    starts = datetime.fromisoformat(row.starts_at or row.received_at)
+    starts = clock.parse(row.starts_at or row.received_at)
     return Alert(status=row.status, labels=row.labels, annotations=row.annotations,
                  starts_at=starts, ends_at=None, fingerprint=row.fingerprint)
 

@@ -8,8 +8,9 @@ approval endpoint is as visible as an approval.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
+from core import clock
 from remediation.executor.lifecycle import IllegalTransition, State
 from remediation.executor.store import ActionRow, ActionStore, UnknownAction
 from remediation.service.links import LinkClaims, LinkRefused, LinkSigner, Refusal
@@ -48,8 +49,8 @@ class Approvals:
     def link(self, row: ActionRow, now: datetime | None = None) -> Link:
         """A fresh single-use link; it expires when the action's wait for approval does
         (pages never expire, their links last one TTL from now)."""
-        now = now or datetime.now(UTC)
-        waiting_since = datetime.fromisoformat(row.updated_at.replace("Z", "+00:00"))
+        now = now or clock.now()
+        waiting_since = clock.parse(row.updated_at)
         expires = waiting_since + self.ttl
         if row.type == "page_operator" or expires <= now:
             expires = now + self.ttl
@@ -59,7 +60,7 @@ class Approvals:
     def check_link(self, token: str, now: datetime | None = None) -> tuple[LinkClaims, ActionRow]:
         """The claims and action of a link that may approve now; LinkRefused otherwise
         (audited). Uses nothing up: a GET must not spend the link."""
-        now = now or datetime.now(UTC)
+        now = now or clock.now()
         try:
             claims = self.signer.verify(token, now)
         except LinkRefused as exc:
@@ -76,7 +77,7 @@ class Approvals:
 
     def approve_by_link(self, token: str, csrf: str, now: datetime | None = None) -> ActionRow:
         """The confirm button: check the form's CSRF token, spend the link, approve."""
-        now = now or datetime.now(UTC)
+        now = now or clock.now()
         claims, row = self.check_link(token, now)
         if not self.signer.check_csrf(claims.nonce, csrf):
             forged = LinkRefused(Refusal.TAMPERED, "the confirm form did not come from the "

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from core import clock
 from core.config import Config
 from remediation.executor.actions import Action
 from remediation.executor.cluster import ClusterError
@@ -27,7 +28,7 @@ from remediation.service import http, metrics
 from remediation.service.approvals import Approvals
 from remediation.service.links import LinkSigner
 from remediation.service.pages import current_replicas
-from schemas.records import ConsumerAssignment, rfc3339
+from schemas.records import ConsumerAssignment
 
 OUTBOX_SECONDS = 1.0
 HOLDER_REFRESH_SECONDS = 5.0
@@ -205,7 +206,7 @@ class Serve:
     def _publish(self, producer: Any, action: Action) -> None:
         plan = action.plan
         record = ConsumerAssignment.from_dict({
-            "version": 1, "cluster_id": action.cluster_id, "event_time": rfc3339(),
+            "version": 1, "cluster_id": action.cluster_id, "event_time": clock.text(),
             "group": plan["group"], "strategy": plan.get("strategy", "unspecified"),
             "assignment": plan["assignment"], "cross_rack": plan["cross_rack"]})
         producer.produce(self.config.topic("consumer-assignments"), record.to_json(),

@@ -14,7 +14,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from schemas.records import METRICS, BrokerMetric, rfc3339
+from core import clock
+from schemas.records import METRICS, BrokerMetric
 from schemas.registry import dumps
 from streams.collect.backoff import Backoff
 from streams.collect.exporter import (
@@ -177,7 +178,7 @@ class MetricsCollector:
             return failed("unreachable", str(why))
         try:
             scrape = parse_exporter_text(text, cluster_id, target.broker,
-                                         self.rack(target.broker), rfc3339())
+                                         self.rack(target.broker), clock.text())
         except ExporterFormatError as exc:
             return failed("bad_format", f"{exc}; is this URL a JMX exporter's /metrics?")
         if not scrape.records and not scrape.rejected:

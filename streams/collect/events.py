@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from schemas.records import LogDirEvent, rfc3339
+from core import clock
+from schemas.records import LogDirEvent
 from streams.collect.logdir_watch import NOTIFICATION_PATH, LogDirNotification
 
 REGISTERED = "broker_registered"
@@ -92,7 +93,7 @@ def change_event(cluster_id: str, change: Change, source: str,
     details = STORAGE_ERROR if source == "describe_log_dirs" else None
     znode = f"/brokers/ids/{change.broker}" if source == "zookeeper" else None
     return LogDirEvent(
-        cluster_id=cluster_id, event_time=event_time or rfc3339(), source=source,
+        cluster_id=cluster_id, event_time=event_time or clock.text(), source=source,
         kind=change.kind, broker=change.broker, log_dir=change.log_dir, znode=znode,
         details=details,
     )
@@ -114,6 +115,6 @@ def notification_event(cluster_id: str, notification: LogDirNotification,
         details = (None if notification.broker is not None else
                    "no broker id: the controller deleted the znode before it could be read")
     return LogDirEvent(
-        cluster_id=cluster_id, event_time=event_time or rfc3339(), source="zookeeper",
+        cluster_id=cluster_id, event_time=event_time or clock.text(), source="zookeeper",
         kind=DIR_FAILURE, broker=notification.broker, znode=znode, details=details,
     )

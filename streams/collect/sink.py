@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from core import clock
 from core.config import Config
 from schemas.records import DeadLetter
 from streams.collect.telemetry import Telemetry
@@ -79,7 +80,8 @@ class RecordSink:
     def dead_letter(self, raw: bytes | str, reason: str | Exception, source_topic: str,
                     cluster_id: str | None) -> None:
         """Send what could not be published as a valid record to the dead-letter topic."""
-        record = DeadLetter.reject(raw, reason, source_topic, cluster_id=cluster_id)
+        record = DeadLetter.reject(raw, reason, source_topic, cluster_id=cluster_id,
+                                   event_time=clock.text())
         self._telemetry.error("invalid_record")
         self._log(f"ERROR a {source_topic} record broke its schema ({reason}); sent to "
                   f"{self._config.topic('dead-letter')} instead. This is a bug: please "

@@ -7,9 +7,9 @@ import json
 import time
 from typing import Any
 
+from core import clock
 from core.live import open_admin
 from sandbox import cluster, loop, traffic
-from schemas.records import epoch_seconds
 from schemas.registry import validate
 from tests.integration.collect_support import TopicReader
 
@@ -101,7 +101,7 @@ def fail_and_wait_for_fix(state, the_loop, readers, broker: int, path: str,
         # When the record reached the reader's thread, not when this thread looked.
         (arrival,) = [m for m in readers["actions"].messages
                       if fix["action_id"].encode() in m.value]
-        latency = arrival.arrived_at - epoch_seconds(event["event_time"])
+        latency = arrival.arrived_at - clock.epoch_seconds(event["event_time"])
     finally:
         nudge.join(timeout=150)  # its acknowledgement may wait out a timeout
     the_loop.check_alive()

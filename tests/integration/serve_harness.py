@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from core import clock
 from core.config import Config
 from core.config import load as load_config
 from core.live import open_admin, read_snapshot
@@ -30,7 +31,7 @@ from core.model import ClusterModel
 from remediation.executor.lifecycle import is_terminal
 from sandbox.state import SandboxState
 from schemas.actions import build_action
-from schemas.records import Action, Trigger, rfc3339
+from schemas.records import Action, Trigger
 from schemas.snapshot import snapshot_from_dict
 
 _LISTENING = re.compile(r"listening on (http://\S+)")
@@ -244,8 +245,8 @@ class Bench:
     def action(self, type_: str, plan: Any, reason: str, bytes_moved: int = 0,
                trigger: Trigger | None = None) -> Action:
         return build_action(self.state.cluster_id, type_, plan, reason=reason,
-                            trigger=trigger or Trigger("manual"), event_time=rfc3339(),
-                            bytes_moved=bytes_moved)
+                            trigger=trigger or Trigger("manual"), event_time=clock.text(),
+                            bytes_moved=bytes_moved, created_at=clock.text())
 
 
 @contextmanager

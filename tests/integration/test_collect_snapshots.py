@@ -7,10 +7,11 @@ import time
 
 import pytest
 
+from core import clock
 from core.bus import producer
 from sandbox import cluster, traffic
 from sandbox.status import kafka_admin, placement
-from schemas.records import LogDirEvent, rfc3339
+from schemas.records import LogDirEvent
 from schemas.snapshot import Snapshot, parse_snapshot
 from tests.integration.collect_support import Collector, TopicReader, sandbox_config
 
@@ -45,7 +46,7 @@ def _send_events(state, events: list[LogDirEvent]) -> float:
 
 
 def _failure(cluster_id: str, broker: int) -> LogDirEvent:
-    return LogDirEvent(cluster_id=cluster_id, event_time=rfc3339(), source="zookeeper",
+    return LogDirEvent(cluster_id=cluster_id, event_time=clock.text(), source="zookeeper",
                        kind="log_dir_failure", broker=broker,
                        znode="/log_dir_event_notification/log_dir_event_0000000042")
 

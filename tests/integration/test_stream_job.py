@@ -24,13 +24,13 @@ from typing import Any
 
 import pytest
 
+from core import clock
 from core.config import load
 from core.live import LiveReadError, PlacementMemory, open_admin, read_snapshot
 from core.plan.disks import broker_usage, mean_ratio, over_limit
 from sandbox import cluster, traffic
 from sandbox.loop import render_toml
 from sandbox.status import KAFKA_STORAGE_ERROR, log_dir_errors
-from schemas.records import rfc3339
 from schemas.registry import dumps, validate
 from schemas.snapshot import snapshot_from_dict
 from tests.integration.test_log_dir_failure import scrape, wait_until
@@ -236,7 +236,7 @@ def live_snapshot(sandbox, cluster_id: str, memory: PlacementMemory | None = Non
 def logdir_event(cluster_id: str, when: datetime, broker: int | None = None,
                  log_dir: str | None = None, source: str = "zookeeper") -> dict[str, Any]:
     znode = "/log_dir_event_notification/log_dir_event_0000000001"
-    return {"version": 1, "cluster_id": cluster_id, "event_time": rfc3339(when),
+    return {"version": 1, "cluster_id": cluster_id, "event_time": clock.text(when),
             "source": source, "kind": "log_dir_failure", "broker": broker,
             "log_dir": log_dir, "znode": znode if source == "zookeeper" else None,
             "details": None}
@@ -244,7 +244,7 @@ def logdir_event(cluster_id: str, when: datetime, broker: int | None = None,
 
 def gauge(cluster_id: str, broker: int, log_dir: str, value: int,
           when: datetime | None = None) -> dict[str, Any]:
-    return {"version": 1, "cluster_id": cluster_id, "event_time": rfc3339(when),
+    return {"version": 1, "cluster_id": cluster_id, "event_time": clock.text(when),
             "broker": broker, "rack": None, "metric": "kafka_log_log_directory_offline",
             "labels": {"log_dir": log_dir}, "value": value}
 
@@ -254,7 +254,7 @@ def taken_later(snapshot: dict[str, Any], when: datetime,
     """The snapshot as the collector takes it at once after a failure: taken at ``when``,
     the (broker, dir) pairs in ``offline`` offline, replicas where they were."""
     out = copy.deepcopy(snapshot)
-    out["taken_at"] = rfc3339(when)
+    out["taken_at"] = clock.text(when)
     for b in out["brokers"]:
         for d in b["log_dirs"]:
             if (b["id"], d["path"]) in offline:
@@ -302,7 +302,7 @@ def test_a_real_dir_failure_is_proposed_once_even_after_a_restart_and_a_replay(
         arrived = datetime.now(UTC)
         validate("action", fix)
         assert fix["trigger"] == {"kind": "logdir_event", "broker": broker, "log_dir": path}
-        assert fix["event_time"] == rfc3339(noticed)
+        assert fix["event_time"] == clock.text(noticed)
         assert named(fix) == on_dir(before, broker, path) and fix["plan"]["partitions"]
         for target in fix["plan"]["partitions"]:
             assert broker not in target["replicas"]
@@ -355,7 +355,7 @@ def test_the_gauge_alone_and_a_kraft_event_alone_each_propose_the_fix(sandbox, s
     bus.send("broker-metrics", gauge(by_gauge, b1, d1, 1, when + timedelta(seconds=16)))
     (fix,) = awaited(job, lambda: bus.actions(by_gauge, "fix_offline_replicas"), "gauge fix")
     assert fix["trigger"] == {"kind": "metric", "broker": b1, "log_dir": d1}
-    assert fix["event_time"] == rfc3339(when)
+    assert fix["event_time"] == clock.text(when)
     assert named(fix) == on_dir(snapshot, b1, d1)
     (fix,) = awaited(job, lambda: bus.actions(by_event, "fix_offline_replicas"), "event fix")
     assert fix["trigger"] == {"kind": "logdir_event", "broker": b2, "log_dir": d2}
@@ -366,7 +366,7 @@ def skewed(snapshot: dict[str, Any], broker: int, path: str, when: datetime
            ) -> dict[str, Any]:
     """The snapshot with 3 GiB in every replica on one dir of one broker."""
     out = copy.deepcopy(snapshot)
-    out["taken_at"] = rfc3339(when)
+    out["taken_at"] = clock.text(when)
     for p in out["partitions"]:
         for r in p["replicas"]:
             if r["broker"] == broker and r["log_dir"] == path:

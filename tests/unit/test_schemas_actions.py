@@ -71,7 +71,7 @@ def test_build_action_fills_id_summary_and_validates():
     action = build_action("c1", "fix_offline_replicas", PLAN,
                           reason="log dir /data/d2 on broker 1 is offline",
                           trigger=Trigger("logdir_event", 1, "/data/d2"), event_time=T0,
-                          bytes_moved=4096)
+                          bytes_moved=4096, created_at=T0)
     assert action.action_id == action_id("c1", "fix_offline_replicas", PLAN)
     assert (action.summary.partitions, action.summary.bytes, action.summary.brokers) == (
         1, 4096, (2, 3))
@@ -83,7 +83,7 @@ def test_build_action_takes_a_leader_plan_and_counts_each_partition_once():
     plan = LeaderPlan(Reassignment((PartitionAssignment("orders", 0, (2, 1, 3)),)),
                       (TopicPartition("orders", 0), TopicPartition("orders", 1)))
     action = build_action("c1", "rebalance_leaders", plan, reason="broker 1 leads too much",
-                          trigger=Trigger("schedule"), event_time=T0)
+                          trigger=Trigger("schedule"), event_time=T0, created_at=T0)
     assert action.plan["election"]["partitions"][1] == {"topic": "orders", "partition": 1}
     assert (action.summary.partitions, action.summary.brokers) == (2, (1, 2, 3))
 
@@ -91,10 +91,10 @@ def test_build_action_takes_a_leader_plan_and_counts_each_partition_once():
 def test_build_action_rejects_a_plan_of_the_wrong_shape_with_its_path():
     with pytest.raises(RecordError, match=r"^plan\.message: required field is missing"):
         build_action("c1", "page_operator", PLAN, reason="x", trigger=Trigger("manual"),
-                     event_time=T0)
+                     event_time=T0, created_at=T0)
     with pytest.raises(RecordError, match=r"^summary\.bytes: -1 is less than the minimum"):
         build_action("c1", "fix_offline_replicas", PLAN, reason="x",
-                     trigger=Trigger("manual"), event_time=T0, bytes_moved=-1)
+                     trigger=Trigger("manual"), event_time=T0, bytes_moved=-1, created_at=T0)
 
 
 def test_summaries_of_pages_and_consumer_plans():

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from core import clock
 from schemas import registry
 from schemas.records import (
     RECORD_TYPES,
@@ -19,7 +20,6 @@ from schemas.records import (
     ConsumerAssignment,
     DeadLetter,
     LogDirEvent,
-    rfc3339,
 )
 from schemas.registry import RecordError, json_types, resolve
 
@@ -96,7 +96,7 @@ def test_from_dict_validates():
 
 
 def test_to_json_refuses_to_put_a_bad_record_on_the_wire():
-    bad = LogDirEvent(cluster_id="c1", event_time=rfc3339(), source="zookeeper",
+    bad = LogDirEvent(cluster_id="c1", event_time=clock.text(), source="zookeeper",
                       kind="disk_on_fire")
     with pytest.raises(RecordError, match="^kind: 'disk_on_fire' is not one of"):
         bad.to_json()
@@ -131,13 +131,14 @@ def test_actions_are_keyed_by_their_id():
 
 def test_dead_letters_keep_undecodable_bytes_readable():
     letter = DeadLetter.reject(b'{"value": \xff}', RecordError("x", "$", "not UTF-8 text"),
-                               "selfheal.broker-metrics", 2, 17)
+                               "selfheal.broker-metrics", 2, 17,
+                               event_time="2026-11-22T02:05:06.789Z")
     assert letter.raw == '{"value": \ufffd}'
     assert letter.reason.startswith("$: not UTF-8 text")
     assert DeadLetter.from_json(letter.to_json()) == letter
 
 
-def test_rfc3339_is_utc_with_milliseconds():
+def test_the_clock_writes_utc_with_milliseconds_and_a_z():
     when = datetime(2026, 11, 22, 4, 5, 6, 789999, tzinfo=timezone(timedelta(hours=2)))
-    assert rfc3339(when) == "2026-11-22T02:05:06.789Z"
-    assert registry.is_rfc3339(rfc3339())
+    assert clock.text(when) == "2026-11-22T02:05:06.789Z"
+    assert registry.is_rfc3339(clock.text())
