@@ -36,6 +36,7 @@ from streams.collect.events import (
     change_event,
     view_changes,
 )
+from streams.collect.placement_metrics import PlacementMetrics
 from streams.collect.runner import CollectError, CollectorRun, Periodic
 from streams.collect.sink import ORIGIN_HEADER, RecordSink, record_key
 
@@ -83,6 +84,7 @@ class SnapshotCollector:
         self.snapshot_topic = config.topic("cluster-snapshots")
         self.event_topic = config.topic("logdir-events")
         self.memory = PlacementMemory()
+        self.placement = PlacementMetrics(run.telemetry.registry)
         self.view: ClusterView | None = None
         self._admin: Any = None
         self._stack = contextlib.ExitStack()
@@ -120,12 +122,13 @@ class SnapshotCollector:
         self.cluster_id = self.cluster_id or doc["cluster_id"]
         value = msgspec.json.encode(doc)
         try:
-            parse_snapshot(value)  # exactly what every reader will do with it
+            snapshot = parse_snapshot(value)  # exactly what every reader will do with it
         except SnapshotError as exc:
             sink.dead_letter(value, exc, self.snapshot_topic, self.cluster_id)
             self.run.telemetry.failed("invalid_snapshot", time.monotonic() - started)
             return False
         sink.send(self.snapshot_topic, value, self.cluster_id.encode(), self.run.stop)
+        self.placement.update(snapshot)
         alive = {b["id"] for b in doc["brokers"] if b["alive"]}
         self.observe(sink, alive, {
             b["id"]: [d["path"] for d in b["log_dirs"] if not d["online"]]
