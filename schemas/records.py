@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any, ClassVar, Self
 
-from schemas.registry import dumps, parse, schema, validate
+from schemas import wire
+from schemas.registry import dumps, schema, validate
 
 
 def _enum(schema_name: str, *path: str) -> tuple[str, ...]:
@@ -94,9 +95,10 @@ class Record:
         return typing.cast(Self, _build(cls, data))
 
     @classmethod
-    def from_json(cls, raw: bytes | str) -> Self:
-        """Parse one Kafka value; `RecordError` when it is not JSON or breaks the schema."""
-        return typing.cast(Self, _build(cls, parse(cls.SCHEMA, raw)))
+    def from_json(cls, raw: bytes | str | None) -> Self:
+        """Parse one Kafka value through the bounded decoder (`schemas.wire`); `RecordError`
+        when it is a tombstone, too big, too deep, not JSON or breaks the schema."""
+        return typing.cast(Self, _build(cls, wire.record(cls.SCHEMA, raw)))
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready dict (every field, None as null, schema order); not validated."""
@@ -227,6 +229,11 @@ class ConsumerAssignment(Record):
     version: int = 1
 
 
+# Dead letters carry the raw value; one that big (a rejected snapshot, a poisoned record)
+# would not fit in a record of the dead-letter topic, and the whole value stays where it was.
+RAW_LIMIT = 256 * 1024
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class DeadLetter(Record):
     """selfheal.dead-letter; ``raw`` is the value as UTF-8 with bad bytes replaced."""
@@ -246,7 +253,7 @@ class DeadLetter(Record):
     @classmethod
     def reject(
         cls,
-        raw: bytes | str,
+        raw: bytes | str | None,
         reason: str | Exception,
         source_topic: str,
         source_partition: int | None = None,
@@ -255,12 +262,23 @@ class DeadLetter(Record):
         *,
         event_time: str,
     ) -> DeadLetter:
-        """The dead letter for a value that failed parsing or validation."""
-        text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+        """The dead letter for a value that failed parsing or validation.
+
+        A huge value keeps its first `RAW_LIMIT` bytes (the dead-letter topic takes records
+        of a few hundred KiB); the reason then says where the whole record stays.
+        """
+        data = raw if isinstance(raw, bytes) else (raw or "").encode("utf-8", "replace")
+        why = str(reason)
+        if len(data) > RAW_LIMIT:
+            where = f"{source_topic}[{source_partition}]@{source_offset}"
+            why += (f"; raw holds the first {RAW_LIMIT} of {len(data)} bytes, the whole "
+                    f"record is at {where}")
+            data = data[:RAW_LIMIT]
+        text = data.decode("utf-8", errors="replace")
         return cls(
             event_time=event_time,
             source_topic=source_topic,
-            reason=str(reason),
+            reason=why,
             raw=text,
             cluster_id=cluster_id or None,
             source_partition=source_partition,

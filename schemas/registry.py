@@ -170,18 +170,6 @@ def is_valid(name: str, obj: Any) -> bool:
     return _validator(name).is_valid(obj)
 
 
-def parse(name: str, raw: bytes | str) -> dict[str, Any]:
-    """Decode one JSON record and validate it; `RecordError` at ``$`` when not JSON."""
-    try:
-        obj = json.loads(raw)
-    except UnicodeDecodeError as exc:
-        raise RecordError(name, "$", f"not UTF-8 text: {exc.reason}") from None
-    except json.JSONDecodeError as exc:
-        raise RecordError(name, "$", f"not JSON: {exc.msg} at offset {exc.pos}") from None
-    validate(name, obj)
-    return obj
-
-
 def dumps(obj: Mapping[str, Any]) -> bytes:
     """The wire form: compact UTF-8 JSON."""
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")

@@ -168,6 +168,8 @@ def parse_snapshot(text: str | bytes) -> Snapshot:
             ) from exc
         except UnicodeDecodeError as exc:
             raise SnapshotError("$", f"not UTF-8 text: {exc.reason}", "json") from exc
+        except RecursionError:
+            raise SnapshotError("$", "nested too deep to be a snapshot", "json") from None
         # The decoded document is ours: let the reader drop each partition's dicts once
         # its record is built, so the memory is reused instead of the heap doubling.
         return _Reader(consume=True).snapshot(doc)

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import msgspec
-
 from core import clock
+from schemas import wire
 from schemas.records import DeadLetter
+from schemas.registry import RecordError
 from schemas.snapshot import SnapshotError, snapshot_from_dict
 from streams.facts import FactLimits, snapshot_facts
 from streams.validate import LOADER, OFFLINE_GAUGE, NotJson, checked_columns, suites
@@ -41,16 +41,13 @@ COUNT_GAUGE = "kafka_log_offline_log_directory_count"
 
 
 
-def decode(value: bytes | None) -> Any:
-    """The decoded JSON value, or `NotJson` saying why there is none."""
-    if value is None:
-        return NotJson("empty value (a tombstone); every record must be a JSON object")
+def decode(schema: str, value: bytes | None) -> Any:
+    """The decoded JSON value (through the one bounded decoder), or `NotJson` saying why
+    there is none: never an exception, whatever the bytes."""
     try:
-        return msgspec.json.decode(value)
-    except UnicodeDecodeError as exc:
-        return NotJson(f"not UTF-8 text: {exc.reason} at byte {exc.start}")
-    except msgspec.DecodeError as exc:
-        return NotJson(f"not JSON: {exc}")
+        return wire.decode(schema, value)
+    except RecordError as exc:
+        return NotJson(exc.problem)
 
 
 class Rows:
@@ -115,7 +112,7 @@ def _topic_signals(rows: Rows, name: str, group: Any, limits: FactLimits) -> Non
     if name == "cluster-snapshot":
         docs, extra[LOADER], facts = _snapshots(values, limits)
     else:
-        docs = [decode(v) for v in values]
+        docs = [decode(name, v) for v in values]
     columns = checked_columns(name, docs, extra)
     reasons = suites().reasons(name, columns)
     for i, reason in enumerate(reasons):
@@ -126,13 +123,25 @@ def _topic_signals(rows: Rows, name: str, group: Any, limits: FactLimits) -> Non
             rows.add("", REJECT, stamps[i], *where, body=_dead_letter(
                 values[i], f"{reason} (suite {name})", where,
                 cluster if type(cluster) is str else None))
-        elif name == "broker-metric":
-            _metric(rows, doc, where)
-        elif name == "logdir-event":
-            _event(rows, doc, where)
         else:
-            cluster_id, ms, body = facts[i]  # type: ignore[misc]  # set when valid
-            rows.add(cluster_id, SNAPSHOT, ms, *where, body=body)
+            try:
+                _signal(rows, name, doc, facts[i] if facts else None, where)
+            except Exception as exc:  # total: a record never fails a task
+                rows.add("", REJECT, stamps[i], *where, body=_dead_letter(
+                    values[i], f"$: cannot be read as a {name}: {type(exc).__name__}: {exc}",
+                    where, None))
+
+
+def _signal(rows: Rows, name: str, doc: dict[str, Any], facts: tuple[str, int, str] | None,
+            where: tuple[str, int, int]) -> None:
+    if name == "broker-metric":
+        _metric(rows, doc, where)
+    elif name == "logdir-event":
+        _event(rows, doc, where)
+    else:
+        assert facts is not None  # set for every snapshot the suite accepts
+        cluster_id, ms, body = facts
+        rows.add(cluster_id, SNAPSHOT, ms, *where, body=body)
 
 
 def _snapshots(values: list[bytes | None], limits: FactLimits
@@ -144,7 +153,7 @@ def _snapshots(values: list[bytes | None], limits: FactLimits
     errors: list[str | None] = []
     facts: list[tuple[str, int, str] | None] = []
     for value in values:
-        doc = decode(value)
+        doc = decode("cluster-snapshot", value)
         error = found = None
         if type(doc) is dict:
             try:
@@ -155,6 +164,8 @@ def _snapshots(values: list[bytes | None], limits: FactLimits
                 error = str(exc)
             except ValueError as exc:  # a time the suite rejects anyway
                 error = f"taken_at: {exc}"
+            except Exception as exc:  # total: a record never fails a task
+                error = f"$: cannot be read as a snapshot: {type(exc).__name__}: {exc}"
             doc = {k: [] if type(v) is list else v for k, v in doc.items()}
         docs.append(doc)
         errors.append(error)
@@ -162,19 +173,9 @@ def _snapshots(values: list[bytes | None], limits: FactLimits
     return docs, errors, facts
 
 
-# Dead letters carry the raw value; one that big (a rejected snapshot) would not fit in a
-# Kafka record of the dead-letter topic, and the whole value stays at its coordinates.
-RAW_LIMIT = 256 * 1024
-
-
 def _dead_letter(value: bytes | None, reason: str, where: tuple[str, int, int],
                  cluster_id: str | None) -> str:
-    raw = value if value is not None else b""
-    if len(raw) > RAW_LIMIT:
-        reason += (f"; raw holds the first {RAW_LIMIT} of {len(raw)} bytes, the whole record "
-                   f"is at {where[0]}[{where[1]}]@{where[2]}")
-        raw = raw[:RAW_LIMIT]
-    letter = DeadLetter.reject(raw, reason, *where, cluster_id=cluster_id,
+    letter = DeadLetter.reject(value, reason, *where, cluster_id=cluster_id,
                                event_time=clock.text())
     return letter.to_json().decode("utf-8")
 

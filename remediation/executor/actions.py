@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from core import clock
+from schemas import wire
 from schemas.actions import action_id as content_id
 from schemas.records import ACTION_TYPES as _TYPES
 from schemas.records import TRIGGER_KINDS as _KINDS
@@ -93,14 +94,14 @@ class Action:
         return json.dumps(self.record, sort_keys=True, separators=(",", ":"))
 
 
-def parse_action_json(raw: bytes | str) -> Action:
-    """`parse_action` of one Kafka value; not UTF-8 or not JSON is an ActionError at `$`."""
+def parse_action_json(raw: bytes | str | None) -> Action:
+    """`parse_action` of one Kafka value or HTTP body, through the one bounded decoder
+    (`schemas.wire`): a tombstone, too big, too deep, not UTF-8, not JSON, off-schema
+    are all an ActionError naming the problem, never another exception."""
     try:
-        record = json.loads(raw)
-    except UnicodeDecodeError as exc:
-        raise ActionError(f"$: not UTF-8 text: {exc.reason}") from None
-    except json.JSONDecodeError as exc:
-        raise ActionError(f"$: not JSON: {exc.msg} at offset {exc.pos}") from None
+        record = wire.record("action", raw)
+    except RecordError as exc:
+        raise ActionError(str(exc)) from None
     return parse_action(record)
 
 

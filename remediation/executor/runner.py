@@ -83,7 +83,7 @@ class Executor:
 
     # --- intake -------------------------------------------------------------------------
 
-    def receive(self, raw: bytes | str, source: str | None = None) -> Received:
+    def receive(self, raw: bytes | str | None, source: str | None = None) -> Received:
         """One record from the actions topic: refuse, ignore, or propose and decide.
 
         Raises ClusterError when the cluster cannot be read: the caller retries the same
@@ -93,13 +93,13 @@ class Executor:
             action = parse_action_json(raw)
         except ActionError as exc:
             reason = f"malformed action record: {exc}"
-            self.store.reject(raw, reason, ACTOR, source=source)
+            self.store.reject(raw or b"", reason, ACTOR, source=source)
             return Received("rejected", reason)
         view = self._read(action)
         bad = checks.problems(action, view)
         if bad:
             reason = "refused, nothing executed: " + checks.summarise(bad)
-            self.store.reject(raw, reason, ACTOR, action_id=action.action_id, source=source)
+            self.store.reject(raw or b"", reason, ACTOR, action_id=action.action_id, source=source)
             return Received("rejected", reason, action.action_id)
         proposed = self.store.propose(action, ACTOR, source=source)
         row = proposed.row

@@ -8,7 +8,6 @@ several replicas in HA), so each (group, fingerprint, status) is handled once.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,6 +16,8 @@ from typing import Any
 from core import clock
 from remediation.executor.actions import parse_action
 from remediation.executor.store import ActionRow, ActionStore, AlertRow
+from schemas import wire
+from schemas.registry import RecordError
 
 OFFLINE_ALERTS: frozenset[str] = frozenset(
     {"KafkaLogDirOffline", "KafkaOfflinePartitions", "KafkaOfflineReplicas"}
@@ -67,9 +68,9 @@ def parse_webhook(body: str | bytes | Mapping[str, Any]) -> Webhook:
     """Validate an Alertmanager webhook body; raise AlertPayloadError naming the bad field."""
     if isinstance(body, str | bytes):
         try:
-            body = json.loads(body)
-        except ValueError as exc:
-            raise AlertPayloadError(f"webhook body is not JSON: {exc}") from None
+            body = wire.decode("alertmanager-webhook", body)
+        except RecordError as exc:
+            raise AlertPayloadError(f"webhook body: {exc.problem}") from None
     if not isinstance(body, Mapping):
         raise AlertPayloadError("webhook body must be a JSON object")
     version = _str(body, "version", "")

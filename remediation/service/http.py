@@ -45,6 +45,8 @@ from remediation.service import metrics, pages
 from remediation.service.alerts import AlertPayloadError, parse_webhook, receive, stored_alert
 from remediation.service.approvals import Approvals, NotAllowed
 from remediation.service.links import LinkRefused
+from schemas import wire
+from schemas.registry import RecordError
 
 MAX_BODY = 1 << 20
 _ID = re.compile(r"[0-9a-f]{64}")
@@ -135,6 +137,9 @@ class Handler(BaseHTTPRequestHandler):
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:
             raise _error(400, "Content-Length is not a number") from None
+        if length < 0:
+            self.close_connection = True
+            raise _error(400, f"Content-Length is negative ({length})")
         if length > MAX_BODY:
             self.close_connection = True  # the body stays unread: this connection is done
             raise _error(413, f"request body over {MAX_BODY} bytes")
@@ -145,9 +150,9 @@ class Handler(BaseHTTPRequestHandler):
         if not raw:
             return {}
         try:
-            body = json.loads(raw)
-        except ValueError as exc:
-            raise _error(400, f"body is not JSON: {exc}") from None
+            body = wire.decode("http-body", raw, MAX_BODY)
+        except RecordError as exc:
+            raise _error(400, f"body: {exc.problem}") from None
         if not isinstance(body, dict):
             raise _error(400, "body must be a JSON object, e.g. {\"actor\": \"alice\"}")
         return body

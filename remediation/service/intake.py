@@ -65,12 +65,17 @@ class Intake:
     def _handle(self, msg: Any) -> bool:
         source = source_text(msg.topic(), msg.partition(), msg.offset())
         try:
-            received = self.executor.receive(msg.value() or b"", source)
+            received = self.executor.receive(msg.value(), source)
         except ClusterError as exc:
             if self._waiting != source:
                 self._log(f"{source}: {exc}; the record waits until the cluster answers")
                 self._waiting = source
             return False
+        except Exception as exc:  # no record's content may stop or wedge the intake
+            reason = (f"refused, nothing executed: the record could not be handled "
+                      f"({type(exc).__name__}: {exc}); report it with this audit line")
+            self.executor.store.reject(msg.value() or b"", reason, "executor", source=source)
+            received = Received("rejected", reason)
         self._waiting = None
         self.consumer.commit(message=msg, asynchronous=False)
         self._count(received)

@@ -8,7 +8,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from schemas import registry
-from schemas.registry import TOPIC_SCHEMAS, RecordError, is_rfc3339, parse, validate
+from schemas.registry import TOPIC_SCHEMAS, RecordError, is_rfc3339, validate
 from tests.unit.action_records import of_type
 
 OWN = ("broker-metric", "logdir-event", "action", "action-status", "consumer-assignment",
@@ -131,13 +131,6 @@ def test_a_reassignment_needs_at_least_one_replica_per_partition():
                                    "rebalance_leaders", "assign_consumers", "page_operator"])
 def test_the_executors_fixture_actions_match_the_schema(type_):
     validate("action", of_type(type_))
-
-
-def test_parse_reports_non_json_at_the_root():
-    with pytest.raises(RecordError, match=r"^\$: not JSON: Expecting value"):
-        parse("dead-letter", b"\x00garbage")
-    with pytest.raises(RecordError, match=r"^\$: not UTF-8 text"):
-        parse("dead-letter", b'{"raw": "\xff"}')
 
 
 def test_unknown_schema_names_the_known_ones():

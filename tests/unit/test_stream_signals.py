@@ -9,10 +9,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from schemas.records import RAW_LIMIT
 from schemas.registry import validate
 from streams.detect import FIX_OFFLINE, PAGE, Decision, DetectSettings, SnapshotFacts
 from streams.facts import FactLimits
-from streams.signals import FAILURE, GONE, ONLINE, RAW_LIMIT, REJECT, SNAPSHOT, to_signals
+from streams.signals import FAILURE, GONE, ONLINE, REJECT, SNAPSHOT, to_signals
 from streams.stateful import DEAD_LETTER, DECISION, detect_group
 from tests.unit.test_stream_validate import EVENT, METRIC
 from tests.unit.test_stream_validate import SNAPSHOT as SNAPSHOT_DOC
@@ -84,8 +85,8 @@ def test_every_bad_record_becomes_a_valid_dead_letter_with_its_origin():
         validate("dead-letter", letter)
         assert letter["source_partition"] == 0 and letter["source_offset"] == offset
     assert letters[0]["raw"] == "\ufffd\ufffd garbage" and letters[0]["cluster_id"] is None
-    assert letters[0]["reason"].startswith("$: not JSON")
-    assert letters[1]["reason"].startswith("$: empty value")
+    assert letters[0]["reason"].startswith("$: not UTF-8 text: invalid start byte at byte 0")
+    assert letters[1]["reason"].startswith("$: no value (a tombstone)")
     assert letters[2]["reason"].startswith("broker: -4 is less than the minimum of 0")
     assert letters[2]["cluster_id"] == "c1" and letters[2]["source_topic"] == "e"
     assert letters[3]["reason"].startswith("brokers: expected array, got string")
