@@ -9,10 +9,11 @@ MVN    := mvn -q -B -Dstyle.color=never -s jvm/settings.xml -f jvm/pom.xml
 JARS   := jvm/lib
 APT_STAMP := .make/apt.stamp
 # Debian packages the tests and the demo run: a JDK and Maven for the broker jars,
-# Chromium for the approval-page browser test, Alertmanager for the webhook test.
-APT_PACKAGES := openjdk-17-jre-headless maven chromium prometheus-alertmanager
+# Chromium for the approval-page browser test, Alertmanager for the webhook test,
+# Prometheus (and its promtool) for the alert rules and the dashboards' queries.
+APT_PACKAGES := openjdk-17-jre-headless maven chromium prometheus-alertmanager prometheus
 
-.PHONY: demo test bench lint jars venv deps clean-sandbox help
+.PHONY: demo test bench lint jars venv deps clean-sandbox help dashboards
 .DEFAULT_GOAL := help
 
 help:
@@ -20,6 +21,7 @@ help:
 	@echo "make test    run every test (unit, integration on the sandbox, e2e)"
 	@echo "make bench   print performance figures"
 	@echo "make lint    ruff and mypy"
+	@echo "make dashboards  write the Grafana dashboards' JSON to dashboards/json/"
 
 deps: $(APT_STAMP) $(VENV)/.installed $(JARS)/.stamp
 
@@ -60,6 +62,9 @@ test: deps
 
 bench: deps
 	$(PY) -m bench
+
+dashboards: $(VENV)/.installed
+	$(PY) -m dashboards.build
 
 lint: deps
 	$(VENV)/bin/ruff check schemas core streams remediation dashboards sandbox selfheal tests bench $(wildcard airflow)
