@@ -132,6 +132,30 @@ def _start_broker(args: argparse.Namespace) -> int:
     return 0
 
 
+@_guard
+def _prometheus(args: argparse.Namespace) -> int:
+    from sandbox import prometheus
+
+    state = _load(args)
+    if args.what == "stop":
+        stopped = prometheus.stop(state.work_dir)
+        _progress("prometheus stopped" if stopped else "prometheus was not running")
+        return 0
+    targets = {}
+    for item in args.target or ():
+        name, sep, address = item.partition("=")
+        if not sep or not name or ":" not in address:
+            raise CliError(f"--target {item!r}: write NAME=HOST:PORT, e.g. serve=127.0.0.1:8787",
+                           code=2)
+        targets[name] = address
+    try:
+        prom = prometheus.start(state, args.alertmanager, targets or None)
+    except prometheus.PrometheusError as exc:
+        raise CliError(str(exc), code=1) from None
+    print(prom.url)
+    return 0
+
+
 def _bytes(text: str) -> int:
     units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
     text = text.strip().lower().removesuffix("b").removesuffix("i")
@@ -204,3 +228,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser("start-broker", help="start a stopped broker and wait until ready")
     p.add_argument("broker_id", type=int)
     p.set_defaults(func=_start_broker)
+
+    p = sub.add_parser(
+        "prometheus", help="a real Prometheus scraping the sandbox, with the alert rules",
+        description="start: a Prometheus on a free 127.0.0.1 port scraping every broker's "
+        "exporter, with dashboards/rules/*.yml loaded; prints its URL (`sandbox down` stops "
+        "it too). stop: stop it by PID.")
+    p.add_argument("what", choices=("start", "stop"))
+    p.add_argument("--alertmanager", metavar="URL", help="send alerts to this Alertmanager")
+    p.add_argument("--target", action="append", metavar="NAME=HOST:PORT",
+                   help="a selfheal process's /metrics to scrape too (repeatable)")
+    p.set_defaults(func=_prometheus)

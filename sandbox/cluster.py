@@ -338,6 +338,10 @@ def wait_ready(
 
 def down(state: SandboxState, keep_data: bool = False, progress: Progress = _quiet) -> None:
     """Stop every process the sandbox started, by PID (brokers first); remove its data."""
+    from sandbox import prometheus
+
+    if prometheus.stop(state.work_dir):
+        progress("stopped prometheus")
     for server in reversed(state.servers()):
         if processes.stop(server.pid, server.marker, timeout=30):
             progress(f"stopped {server.role} {server.node_id} (pid {server.pid})")

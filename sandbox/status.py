@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from core.live import KAFKA_STORAGE_ERROR, open_admin
-from sandbox import processes
+from sandbox import processes, prometheus
 from sandbox.cluster import client_config, disk_failed
 from sandbox.state import SandboxState
 
@@ -88,6 +88,7 @@ def status(state: SandboxState) -> dict[str, Any]:
             "log_dirs": dirs,
         })
     head = state.zookeeper or state.controller
+    prom = prometheus.find(state.work_dir)
     return {
         "mode": state.mode,
         "cluster_id": state.cluster_id,
@@ -103,6 +104,7 @@ def status(state: SandboxState) -> dict[str, Any]:
             "running": processes.is_running(head.pid, head.marker),
         },
         "brokers": brokers,
+        "prometheus_url": prom.url if prom is not None else None,
     }
 
 
@@ -120,6 +122,8 @@ def render(info: dict[str, Any]) -> str:
                      f"{'running' if q['running'] else 'DOWN'}")
     lines.append(f"  controller  {info['controller'] if info['controller'] is not None else '?'}")
     lines.append(f"  state file  {info['state_file']}")
+    if info.get("prometheus_url"):
+        lines.append(f"  prometheus  {info['prometheus_url']}")
     lines.append("")
     lines.append(f"  {'broker':<7}{'rack':<8}{'port':<7}{'state':<9}{'exporter':<38}log dirs")
     for b in info["brokers"]:
