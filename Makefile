@@ -18,7 +18,7 @@ APT_PACKAGES := openjdk-17-jre-headless maven chromium prometheus-alertmanager p
 
 help:
 	@echo "make demo    bring up the sandbox cluster, break a disk, watch it heal"
-	@echo "make test    run every test (unit, integration on the sandbox, e2e)"
+	@echo "make test    lint, then every test (unit, integration on the sandbox, e2e)"
 	@echo "make bench   print performance figures"
 	@echo "make lint    ruff and mypy"
 	@echo "make dashboards  write the Grafana dashboards' JSON to dashboards/json/"
@@ -57,7 +57,8 @@ venv: $(VENV)/.installed
 demo: deps
 	$(VENV)/bin/selfheal demo
 
-test: deps
+# Lint first: a tree that does not lint is not green, whatever the tests say.
+test: deps lint
 	$(PY) -m pytest -q -p no:cacheprovider
 
 bench: deps

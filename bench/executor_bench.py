@@ -16,6 +16,7 @@ SQLite file. Repeated; best and median shown, as the machine is shared.
 from __future__ import annotations
 
 import copy
+import secrets
 import shutil
 import statistics
 import tempfile
@@ -28,6 +29,7 @@ from core import clock
 from core.model import ClusterModel
 from core.plan import plan_offline
 from core.plan.formats import OfflinePlan, Reassignment
+from core.signing import ActionSigner
 from remediation.executor.checks import LiveView
 from remediation.executor.policy import policy_from_mapping
 from remediation.executor.runner import Executor
@@ -106,12 +108,14 @@ def one_action(doc: dict[str, Any], plan: OfflinePlan, work: Path) -> tuple[floa
     cluster = InstantCluster(copy.deepcopy(doc))
     store = ActionStore(work / f"{time.perf_counter_ns()}.sqlite")
     try:
-        executor = Executor(store, cluster, POLICY, log=lambda m: None)  # type: ignore[arg-type]
+        signer = ActionSigner(secrets.token_hex(32))
+        executor = Executor(store, cluster, POLICY, signer=signer,  # type: ignore[arg-type]
+                            log=lambda m: None)
         action = build_action(doc["cluster_id"], "fix_offline_replicas", plan,
                               reason="bench", trigger=Trigger("snapshot"),
                               event_time=clock.text(), bytes_moved=1 << 30,
                               created_at=clock.text())
-        raw = action.to_json()
+        raw = signer.sign_action(action).to_json()
         t = time.perf_counter()
         received = executor.receive(raw, "bench[0]@0")
         assert received.state is not None and received.state.value == "approved", received

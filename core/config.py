@@ -85,6 +85,13 @@ def _sqlite() -> Path:
     return default_state_dir() / "actions.sqlite"
 
 
+def _key(value: Any) -> str | None:
+    if len(value) < 32:
+        return ("must be at least 32 characters of random text, e.g. the output of "
+                "`python3 -c 'import secrets; print(secrets.token_hex(32))'`")
+    return None
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class ClusterConfig:
     """The monitored Kafka cluster."""
@@ -94,6 +101,9 @@ class ClusterConfig:
     mode: str = _field("zk", _one_of("zk", "kraft"))
     cluster_id: str | None = _field(None)
     exporter_urls: tuple[str, ...] = _field(())
+    # HMAC key over every action on the bus: the job and the CLI sign with it, serve runs
+    # only what it verifies (core/signing.py). One long random secret per cluster.
+    action_signing_key: str | None = _field(None, _opt(_key), secret=True)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ def cluster_fallback(env: Mapping[str, str]) -> tuple[dict[str, Any], str] | Non
         "mode": state.mode,
         "cluster_id": state.cluster_id,
         "exporter_urls": tuple(b.exporter_url for b in state.brokers if b.exporter_url),
+        "action_signing_key": state.action_signing_key,
     }
     return found, f"sandbox {state.path}"
 

@@ -72,6 +72,7 @@ def loop_config(state: SandboxState, work_dir: Path,
             # cannot say whose exporter a URL is.
             "exporter_urls": [f"{b.node_id}={b.exporter_url}" for b in state.brokers
                               if b.exporter_url],
+            "action_signing_key": state.action_signing_key,
         },
         "collect": {"scrape_interval_seconds": 2.0, "snapshot_interval_seconds": 15.0},
         # A fresh checkpoint reads its topics from the start: the snapshot the collector

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -62,6 +63,8 @@ class SandboxState:
     zookeeper: ServerState | None = None
     controller: ServerState | None = None
     version: int = STATE_VERSION
+    # Signs the actions the loop's processes exchange (core/signing.py); one per sandbox.
+    action_signing_key: str = field(default_factory=lambda: secrets.token_hex(32), repr=False)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -120,6 +123,7 @@ class SandboxState:
             zookeeper=server(data.get("zookeeper")),
             controller=server(data.get("controller")),
             version=data.get("version", STATE_VERSION),
+            action_signing_key=data.get("action_signing_key") or secrets.token_hex(32),
         )
 
 

@@ -189,6 +189,15 @@ class Action(Record):
     plan: dict[str, Any]
     summary: Summary
     version: int = 1
+    signature: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As every record, less ``signature`` while unsigned (it is not part of the
+        content the signature covers)."""
+        data = Record.to_dict(self)
+        if data.get("signature") is None:
+            data.pop("signature", None)
+        return data
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

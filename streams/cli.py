@@ -44,7 +44,6 @@ def register(subparsers: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     from core.config import ConfigError, load
     from core.errors import CliError
-
     try:
         config = load()
     except ConfigError as exc:

@@ -98,6 +98,7 @@ class BatchSink:
 
     def __init__(self, config: Config, metrics: StreamMetrics, say: Say) -> None:
         from core.bus import producer
+        from core.signing import signer
         from streams.snapshot_reader import SnapshotReader
 
         self.config = config
@@ -106,6 +107,7 @@ class BatchSink:
         self.reader = SnapshotReader(config)
         self.proposer = Proposer(self.reader, config.detect.disk_skew_threshold)
         self.producer = producer(config)
+        self.signer = signer(config)
         self.actions_topic = config.topic("actions")
         self.dead_letter_topic = config.topic("dead-letter")
 
@@ -138,7 +140,7 @@ class BatchSink:
             if not actions:
                 self.say(f"{decision.type} ({decision.cluster_id}): {decision.reason}; the "
                          "planner found nothing to do")
-            for action in actions:
+            for action in map(self.signer.sign_action, actions):
                 self.producer.produce(self.actions_topic, action.to_json(), action.key(),
                                       on_delivery=delivered)
                 latency = (clock.epoch_seconds(action.created_at)
@@ -249,6 +251,8 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
     what is there); then stop the query and the driver JVM. 0 on a clean stop, 1 when
     the query failed."""
     from core.bus import ensure_topics
+    from core.config import ConfigError
+    from core.signing import signer
     from streams import spark as spark_session
 
     say = say or _print
@@ -261,6 +265,10 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
         created = ensure_topics(config)
         if created:
             say(f"created topics: {', '.join(created)}")
+        try:
+            signer(config)  # before Spark starts: every action the job writes is signed
+        except ConfigError as exc:
+            raise JobError(str(exc)) from None
         port = metrics.serve(config.stream.http_host, options.metrics_port)
         say(f"metrics on http://{config.stream.http_host}:{port}/metrics")
         spark = _session(config, options)

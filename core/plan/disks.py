@@ -16,6 +16,7 @@ until the dir is fixed or removed from log.dirs), nor brokers that are down.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from core.model import ClusterModel
@@ -54,13 +55,16 @@ class DirUsage:
         return self.used / self.capacity
 
 
-def broker_usage(model: ClusterModel, broker: int) -> list[DirUsage]:
-    """Usage of a broker's online dirs, in the units the threshold applies to."""
+def broker_usage(model: ClusterModel, broker: int,
+                 used: Mapping[tuple[int, str], int] | None = None) -> list[DirUsage]:
+    """Usage of a broker's online dirs, in the units the threshold applies to; ``used``
+    (bytes per dir) defaults to the model's own replicas."""
     dirs = [d for d in model.dirs[broker].values() if d.online]
     by_bytes = any(not d.total_bytes for d in dirs)  # null (or 0) capacity: compare bytes
-    used = model.dir_bytes
+    used = model.dir_bytes if used is None else used
     return [
-        DirUsage(d.path, 1.0 if by_bytes else float(d.total_bytes or 1), used[(broker, d.path)])
+        DirUsage(d.path, 1.0 if by_bytes else float(d.total_bytes or 1),
+                 used.get((broker, d.path), 0))
         for d in dirs
     ]
 
@@ -113,9 +117,21 @@ def plan_disks(model: ClusterModel, threshold: float = DEFAULT_THRESHOLD) -> Dis
     return DiskPlan(_reassignment(model, targets), tuple(skipped), tuple(moves))
 
 
+def skew(dirs: list[DirUsage]) -> float:
+    """The fullest dir's usage ratio over its broker's mean (1.0: even; 0 dirs or bytes: 1.0)."""
+    if not dirs or not any(d.used for d in dirs):
+        return 1.0
+    return max(d.ratio for d in dirs) / mean_ratio(dirs)
+
+
 def _over(dirs: list[DirUsage], threshold: float) -> bool:
     mean = mean_ratio(dirs)
     return any(over_limit(d.used, threshold * mean * d.capacity) for d in dirs)
+
+
+def is_skewed(dirs: list[DirUsage], threshold: float) -> bool:
+    """Some dir sits above `threshold` x its broker's mean ratio (what a plan evens out)."""
+    return len(dirs) > 1 and any(d.used for d in dirs) and _over(dirs, threshold)
 
 
 def _balance(

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from core.model import ClusterModel
+from core.plan.disks import DEFAULT_THRESHOLD, broker_usage, is_skewed, skew
 from remediation.executor.actions import Action, PartitionTarget
 from schemas.snapshot import Partition
 
@@ -43,6 +44,20 @@ class LiveView:
     reassigning: Mapping[TP, Reassigning] = field(default_factory=dict)
     # (topic, partition, broker) -> the dir a replica is being moved to (a future replica)
     future: Mapping[tuple[str, int, int], str] = field(default_factory=dict)
+    # Whole-cluster figures when `model` holds only some topics (KafkaCluster.read):
+    # bytes per (broker, dir) and partitions led per broker; None: from `model`.
+    all_dir_bytes: Mapping[tuple[int, str], int] | None = None
+    all_leaders: Mapping[int, int] | None = None
+
+    @property
+    def dir_bytes(self) -> Mapping[tuple[int, str], int]:
+        return self.model.dir_bytes if self.all_dir_bytes is None else self.all_dir_bytes
+
+    @cached_property
+    def leaders(self) -> Mapping[int, int]:
+        if self.all_leaders is not None:
+            return self.all_leaders
+        return leader_counts(p.leader for p in self.model.partitions)
 
     @property
     def cluster_id(self) -> str:
@@ -123,8 +138,24 @@ def problems(action: Action, view: LiveView) -> list[str]:
     return out
 
 
-def applies(action: Action, view: LiveView) -> Verdict:
-    """Whether the plan still fits the live cluster; the reason either way, in plain words."""
+def leader_counts(leaders: Iterable[int]) -> dict[int, int]:
+    """Partitions led per broker (-1, no leader, is not counted)."""
+    out: dict[int, int] = {}
+    for b in leaders:
+        if b >= 0:
+            out[b] = out.get(b, 0) + 1
+    return out
+
+
+def applies(action: Action, view: LiveView,
+            skew_threshold: float = DEFAULT_THRESHOLD) -> Verdict:
+    """Whether the plan still fits the live cluster; the reason either way, in plain words.
+
+    Beyond each partition's own state, the action's premise must hold: a dir move only on
+    a broker whose dirs are skewed now (above ``skew_threshold`` x its mean), a leader
+    plan only when its elections even out leaders. A record that merely looks right (a
+    replay, or a correctly signed plan for a healthy cluster) touches nothing.
+    """
     if action.is_page or action.type == "assign_consumers":
         return Verdict(True, "nothing on the cluster to re-check")
     check = {"fix_offline_replicas": _fix_offline_stale,
@@ -152,6 +183,11 @@ def applies(action: Action, view: LiveView) -> Verdict:
         return Verdict(False, "the plan is stale: " + summarise(stale))
     if targets and done == len(targets):
         return Verdict(False, "the cluster is already in the plan's target state")
+    false = (_skew_premise(action, view, skew_threshold) if action.type == "move_replica_dirs"
+             else _leader_premise(action, view) if action.type == "rebalance_leaders"
+             else None)
+    if false is not None:
+        return Verdict(False, "the plan's premise does not hold: " + false)
     return Verdict(True, f"re-read: the plan still applies to {len(targets) - done} of "
                          f"{len(targets)} partitions" if targets else "re-read: applies")
 
@@ -240,6 +276,47 @@ def _leaders_stale(t: PartitionTarget, p: Partition, view: LiveView) -> str | No
     if current == t.replicas and p.leader == preferred:
         return _DONE
     return None
+
+
+def _skew_premise(action: Action, view: LiveView, threshold: float) -> str | None:
+    """Why the brokers this plan moves replicas on are not skewed; None when they are."""
+    movers = sorted({b for (_, _, b) in dir_moves(action, view)})
+    even = []
+    for b in movers:
+        dirs = broker_usage(view.model, b, view.dir_bytes)
+        if not is_skewed(dirs, threshold):
+            even.append(f"broker {b} is not skewed (its fullest dir is at {skew(dirs):.2f}x "
+                        f"its mean usage, the threshold is {threshold:.2f}x)")
+    return summarise(even) + "; nothing to even out" if even else None
+
+
+def _leader_premise(action: Action, view: LiveView) -> str | None:
+    """Why this plan's elections do not even out leaders; None when they do."""
+    before = dict(view.leaders)
+    after = dict(before)
+    preferred = {(t.topic, t.partition): t.replicas[0] for t in action.targets()}
+    for tp in action.elections():
+        p = view.partition(*tp)
+        new = preferred.get(tp)
+        if p is None or new is None or p.leader == new:
+            continue
+        if p.leader >= 0:
+            after[p.leader] -= 1
+        after[new] = after.get(new, 0) + 1
+    rack_of = view.model.rack_of
+
+    def spread(counts: Mapping[int, int]) -> tuple[int, int]:
+        racks: dict[str | None, int] = {}
+        for b, n in counts.items():
+            racks[rack_of.get(b)] = racks.get(rack_of.get(b), 0) + n
+        return (sum(n * n for n in counts.values()), sum(n * n for n in racks.values()))
+
+    if spread(after) < spread(before):
+        return None
+    shown = ", ".join(f"{b}: {before.get(b, 0)} -> {after.get(b, 0)}"
+                      for b in sorted(set(before) | set(after)))
+    return (f"its elections do not even out leaders by broker or rack (leaders per broker "
+            f"now -> after: {shown})")
 
 
 def status(action: Action, view: LiveView) -> Status:

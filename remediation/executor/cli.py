@@ -45,23 +45,33 @@ def _execute(args: argparse.Namespace) -> int:
     from core.config import ConfigError, load
     from core.errors import CliError
     from core.live import LiveReadError, open_admin
+    from core.signing import signer
     from remediation.executor import lock
     from remediation.executor.cluster import ClusterError, KafkaCluster
     from remediation.executor.lifecycle import State
     from remediation.executor.policy import PolicyError, policy_for
     from remediation.executor.runner import Executor, Timeouts
     from remediation.executor.store import ActionStore
+    from schemas import wire
+    from schemas.registry import RecordError, dumps
 
     try:
         config = load(args.config)
         policy = policy_for(config.policy, args.policy)
         servers = config.require_bootstrap_servers()
+        sign = signer(config)
     except (ConfigError, PolicyError) as exc:
         raise CliError(str(exc)) from None
     try:
         raw = sys.stdin.buffer.read() if args.record == "-" else open(args.record, "rb").read()
     except OSError as exc:
         raise CliError(f"cannot read {args.record}: {exc.strerror}") from None
+    # The operator holds the config, so the operator's action is signed here; a record
+    # that does not decode goes on as it is and is refused with its reason.
+    try:
+        raw = dumps(sign.sign(wire.record("action", raw)))
+    except RecordError:
+        pass
 
     def say(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
@@ -76,6 +86,8 @@ def _execute(args: argparse.Namespace) -> int:
         with ActionStore(config.serve.sqlite_path) as store, \
                 open_admin(servers, client_id="selfheal-execute") as admin:
             executor = Executor(store, KafkaCluster(admin, config.cluster.cluster_id), policy,
+                                signer=sign,
+                                skew_threshold=config.detect.disk_skew_threshold,
                                 timeouts=Timeouts(config.serve.execution_timeout_seconds,
                                                   config.serve.verify_timeout_seconds),
                                 is_leader=leadership.is_leader, log=say)

@@ -13,7 +13,7 @@ from typing import Any
 
 from core.live import PlacementMemory, describe_dirs, read_snapshot
 from core.model import ClusterModel
-from remediation.executor.checks import TP, LiveView, Reassigning
+from remediation.executor.checks import TP, LiveView, Reassigning, leader_counts
 from remediation.executor.throttle import Configs, split
 from schemas.snapshot import snapshot_from_dict
 
@@ -69,7 +69,12 @@ class KafkaCluster:
             reassigning = self.reassignments()
         except Exception as exc:
             raise ClusterError(f"cannot read the cluster: {exc}") from exc
+        dir_bytes: dict[tuple[int, str], int] | None = None
+        leaders: dict[int, int] | None = None
         if topics is not None:
+            # An action's premise (is the broker skewed, do leaders even out) is about the
+            # whole cluster: tally it from the raw read before keeping only `topics`.
+            dir_bytes, leaders = _tallies(doc["partitions"])
             wanted = set(topics)
             doc["partitions"] = [p for p in doc["partitions"] if p["topic"] in wanted]
             # Reassignments stay whole: the policy limits them per broker, cluster-wide.
@@ -79,7 +84,7 @@ class KafkaCluster:
             dirs = describe_dirs(self.admin, b)  # None when the broker does not answer
             if dirs is not None:
                 future.update({(t, p, b): path for (t, p), path in dirs.future.items()})
-        self.last_view = LiveView(model, reassigning, future)
+        self.last_view = LiveView(model, reassigning, future, dir_bytes, leaders)
         return self.last_view
 
     def reassignments(self) -> dict[TP, Reassigning]:
@@ -180,3 +185,15 @@ class KafkaCluster:
                 if pr.error_code not in (0, 84):  # 84: ELECTION_NOT_NEEDED
                     out[(result.topic, pr.partition_id)] = pr.error_message or str(pr.error_code)
         return out
+
+
+def _tallies(partitions: Iterable[Mapping[str, Any]]
+             ) -> tuple[dict[tuple[int, str], int], dict[int, int]]:
+    """Bytes per (broker, dir) and partitions led per broker, over raw snapshot partitions."""
+    dir_bytes: dict[tuple[int, str], int] = {}
+    for p in partitions:
+        for r in p["replicas"]:
+            if r.get("log_dir") is not None:
+                key = (r["broker"], r["log_dir"])
+                dir_bytes[key] = dir_bytes.get(key, 0) + r["size_bytes"]
+    return dir_bytes, leader_counts(p["leader"] for p in partitions)

@@ -21,6 +21,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from core import clock
+from core.plan.disks import DEFAULT_THRESHOLD
+from core.signing import ActionSigner, SignatureError
 from remediation.executor import checks, throttle
 from remediation.executor.actions import Action, ActionError, parse_action, parse_action_json
 from remediation.executor.checks import LiveView
@@ -61,6 +63,8 @@ class Executor:
     """Intake decisions and the execution loop over one store and one cluster."""
 
     def __init__(self, store: ActionStore, cluster: KafkaCluster, policy: Policy, *,
+                 signer: ActionSigner,
+                 skew_threshold: float = DEFAULT_THRESHOLD,
                  timeouts: Timeouts = Timeouts(),
                  clock: Callable[[], datetime] = clock.now,
                  notify: Callable[[ActionRow, Decision], None] | None = None,
@@ -70,6 +74,8 @@ class Executor:
         self.store = store
         self.cluster = cluster
         self.policy = policy
+        self.signer = signer
+        self.skew_threshold = skew_threshold  # a dir move's premise (checks.applies)
         self.timeouts = timeouts
         self._clock = clock
         self._notify = notify
@@ -95,6 +101,13 @@ class Executor:
             reason = f"malformed action record: {exc}"
             self.store.reject(raw or b"", reason, ACTOR, source=source)
             return Received("rejected", reason)
+        try:
+            self.signer.verify(action.record)
+        except SignatureError as exc:
+            reason = f"refused, nothing executed: {exc}"
+            self.store.reject(raw or b"", reason, ACTOR, action_id=action.action_id,
+                              source=source)
+            return Received("rejected", reason, action.action_id)
         view = self._read(action)
         bad = checks.problems(action, view)
         if bad:
@@ -108,7 +121,7 @@ class Executor:
             if row.open:
                 return Received("duplicate", "already known and open", row.id, row.state)
             refusal = reopen_refusal(row.state)
-            verdict = checks.applies(action, view)
+            verdict = checks.applies(action, view, self.skew_threshold)
             if refusal is not None or not verdict.applies:
                 why = refusal or verdict.reason
                 self.store.note(row.id, ACTOR, f"not re-opened: {why}")
@@ -122,7 +135,7 @@ class Executor:
     def _decide(self, row: ActionRow, action: Action, view: LiveView,
                 previous: ActionRow | None) -> Received:
         outcome = "reopened" if previous is not None else "proposed"
-        verdict = checks.applies(action, view)
+        verdict = checks.applies(action, view, self.skew_threshold)
         if not verdict.applies:
             done = self.store.transition(row.id, State.SUPERSEDED, ACTOR, verdict.reason)
             return Received("superseded", verdict.reason, row.id, done.state)
@@ -201,7 +214,7 @@ class Executor:
 
     def _start(self, row: ActionRow, action: Action) -> None:
         view = self._read(action)
-        verdict = checks.applies(action, view)
+        verdict = checks.applies(action, view, self.skew_threshold)
         if not verdict.applies:
             self.store.transition(row.id, State.SUPERSEDED, ACTOR,
                                   f"re-read before acting: {verdict.reason}")

@@ -37,6 +37,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from core.config import ConfigError, load
     from core.errors import CliError
+    from core.signing import signer
     from remediation.executor.lock import LockError
     from remediation.executor.policy import PolicyError, policy_for
     from remediation.service.serve import Serve, say
@@ -53,6 +54,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise CliError(f"--port must be 0-65535 (0 picks a free one), got {args.port}")
     try:
         config.require_bootstrap_servers()
+        signer(config)
     except ConfigError as exc:
         raise CliError(str(exc)) from None
     host = args.host or config.serve.http_host

@@ -19,6 +19,7 @@ from typing import Any
 
 from core import clock
 from core.config import Config
+from core.signing import signer as action_signer
 from remediation.executor.actions import Action
 from remediation.executor.cluster import ClusterError
 from remediation.executor.policy import Decision, Policy
@@ -66,6 +67,7 @@ class Serve:
         self.config = config
         self.policy = policy
         self.log = log
+        self.signer = action_signer(config)  # before anything starts: ConfigError if unset
         self.runtime = Runtime()
         sqlite = config.serve.sqlite_path
         sqlite.parent.mkdir(parents=True, exist_ok=True)
@@ -153,7 +155,8 @@ class Serve:
                 as admin:
             cluster = KafkaCluster(admin, config.cluster.cluster_id)
             executor = Executor(
-                self.store, cluster, self.policy,
+                self.store, cluster, self.policy, signer=self.signer,
+                skew_threshold=config.detect.disk_skew_threshold,
                 timeouts=Timeouts(config.serve.execution_timeout_seconds,
                                   config.serve.verify_timeout_seconds),
                 notify=self._notify, publish=lambda a: self._publish(producer, a),

@@ -28,6 +28,7 @@ from core.config import Config
 from core.config import load as load_config
 from core.live import open_admin, read_snapshot
 from core.model import ClusterModel
+from core.signing import signer
 from remediation.executor.lifecycle import is_terminal
 from sandbox.state import SandboxState
 from schemas.actions import build_action
@@ -210,7 +211,9 @@ class Bench:
         assert producer.flush(30) == 0, "actions not acknowledged"
 
     def propose(self, action: Action) -> str:
-        self.produce(action.to_json(), key=action.key())
+        """Put ``action`` on the bus signed, as the job does."""
+        signed = signer(self.config).sign_action(action)
+        self.produce(signed.to_json(), key=action.key())
         return action.action_id
 
     def read_topic(self, name: str, want: Callable[[list[dict[str, Any]]], bool],
@@ -244,6 +247,13 @@ class Bench:
 
     def action(self, type_: str, plan: Any, reason: str, bytes_moved: int = 0,
                trigger: Trigger | None = None) -> Action:
+        """An action as the job writes it: built, then signed with the sandbox's key."""
+        return signer(self.config).sign_action(self.unsigned(type_, plan, reason, bytes_moved,
+                                                             trigger))
+
+    def unsigned(self, type_: str, plan: Any, reason: str, bytes_moved: int = 0,
+                 trigger: Trigger | None = None) -> Action:
+        """The same action with no signature: what anyone who can write the bus can make."""
         return build_action(self.state.cluster_id, type_, plan, reason=reason,
                             trigger=trigger or Trigger("manual"), event_time=clock.text(),
                             bytes_moved=bytes_moved, created_at=clock.text())
@@ -275,6 +285,23 @@ def placed_topic(state: SandboxState, prefix: str,
                         for p in traffic.partitions(state, topic)}
                == {p: r[0] for p, r in replicas.items()}, f"{topic} led as placed")
     return topic
+
+
+def leader_tilted_topic(state: SandboxState, prefix: str, replicas: list[int],
+                        new_leader: int) -> str:
+    """A topic whose partition 0 has `replicas` (led by the first), plus as many partitions
+    led by that broker as it takes for moving partition 0's leader to `new_leader` to even
+    leaders out cluster-wide (the executor supersedes a leader plan that does not)."""
+    from remediation.executor.checks import leader_counts
+
+    with open_admin(state.bootstrap_servers) as admin:
+        doc = read_snapshot(admin, state.cluster_id)
+    counts = leader_counts(p["leader"] for p in doc["partitions"])
+    heavy = replicas[0]
+    extra = max(0, counts.get(new_leader, 0) + 1 - counts.get(heavy, 0))
+    others = [b for b in replicas if b != new_leader] + [new_leader]
+    return placed_topic(state, prefix, {0: replicas,
+                                        **{p: others for p in range(1, extra + 1)}})
 
 
 def reorder_plan(topic: str, replicas: list[int]) -> dict[str, Any]:

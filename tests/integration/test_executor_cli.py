@@ -10,7 +10,12 @@ import pytest
 
 from sandbox import traffic
 from sandbox.state import SandboxState
-from tests.integration.serve_harness import Bench, bench, placed_topic, reorder_plan
+from tests.integration.serve_harness import (
+    Bench,
+    bench,
+    leader_tilted_topic,
+    reorder_plan,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +27,7 @@ def execute(b: Bench, *args: str, stdin: bytes | None = None) -> subprocess.Comp
 
 def test_execute_runs_one_action_after_approval_and_refuses_beside_a_serve(
         sandbox: SandboxState, tmp_path: Path) -> None:
-    topic = placed_topic(sandbox, "execute", {0: [0, 1, 2]})
+    topic = leader_tilted_topic(sandbox, "execute", [0, 1, 2], new_leader=2)
     plan = reorder_plan(topic, [2, 0, 1])
     with bench(sandbox, tmp_path, '[actions]\nrebalance_leaders = "approve"\n') as b:
         record = tmp_path / "action.json"

@@ -17,7 +17,13 @@ from sandbox.fill import fill_disk
 from sandbox.state import SandboxState
 from sandbox.status import kafka_admin
 from sandbox.traffic import delete_topic
-from tests.integration.serve_harness import bench, placed_topic, reorder_plan, wait_until
+from tests.integration.serve_harness import (
+    bench,
+    leader_tilted_topic,
+    placed_topic,
+    reorder_plan,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -143,7 +149,7 @@ def test_a_finished_action_reopens_only_when_the_problem_is_back(sandbox: Sandbo
     from kafka import TopicPartition
 
     state = sandbox
-    topic = placed_topic(state, "serve-again", {0: [0, 1, 2]})
+    topic = leader_tilted_topic(state, "serve-again", [0, 1, 2], new_leader=1)
     plan = reorder_plan(topic, [1, 0, 2])
     with bench(state, tmp_path, '[actions]\nrebalance_leaders = "auto"\n') as b:
         serve = b.serve()

@@ -10,7 +10,7 @@ import pytest
 
 from sandbox import traffic
 from sandbox.state import SandboxState
-from tests.integration.serve_harness import bench, placed_topic, reorder_plan
+from tests.integration.serve_harness import bench, leader_tilted_topic, reorder_plan
 
 pytestmark = pytest.mark.integration
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 def test_the_group_lease_fails_over_and_the_new_leader_executes(kraft_sandbox: SandboxState,
                                                                tmp_path: Path) -> None:
     state = kraft_sandbox
-    topic = placed_topic(state, "kraft-leaders", {0: [0, 1, 2]})
+    topic = leader_tilted_topic(state, "kraft-leaders", [0, 1, 2], new_leader=1)
     with bench(state, tmp_path, '[actions]\nrebalance_leaders = "auto"\n') as b:
         assert b.config.cluster.zookeeper_connect is None
         first = b.serve()

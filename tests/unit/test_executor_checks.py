@@ -101,14 +101,52 @@ def test_a_fix_onto_a_broker_that_cannot_take_it_is_stale() -> None:
     assert applies(fix([1, 4], ["any", "/d1"]), cluster(BROKEN, offline=(3, 4))).applies
 
 
+# Broker 1 leads a second partition too, so electing broker 2 for t-0 evens leaders out.
+BUSY = partition("u", 0, [1, 3, 4])
+
+
 def test_leader_plans_need_the_same_replicas_and_an_electable_leader() -> None:
-    assert applies(leaders([2, 1, 3]), cluster(partition("t", 0, [1, 2, 3]))).applies
-    changed = applies(leaders([2, 1, 3]), cluster(partition("t", 0, [1, 2, 4])))
+    assert applies(leaders([2, 1, 3]), cluster(partition("t", 0, [1, 2, 3]), BUSY)).applies
+    changed = applies(leaders([2, 1, 3]), cluster(partition("t", 0, [1, 2, 4]), BUSY))
     assert "the replicas of t-0 changed to [1, 2, 4]" in changed.reason
-    behind = applies(leaders([2, 1, 3]), cluster(partition("t", 0, [1, 2, 3], isr=[1, 3])))
+    behind = applies(leaders([2, 1, 3]), cluster(partition("t", 0, [1, 2, 3], isr=[1, 3]),
+                                                 BUSY))
     assert "broker 2 is not in the ISR of t-0" in behind.reason
-    done = applies(leaders([2, 1, 3]), cluster(partition("t", 0, [2, 1, 3])))
+    done = applies(leaders([2, 1, 3]), cluster(partition("t", 0, [2, 1, 3]), BUSY))
     assert not done.applies and "already in the plan's target state" in done.reason
+
+
+def test_a_leader_plan_that_does_not_even_out_leaders_is_superseded() -> None:
+    # Brokers 1 and 2 lead one partition each: moving t-0's leader to 2 makes it worse.
+    even = cluster(partition("t", 0, [1, 2, 3]), partition("u", 0, [2, 3, 4]))
+    verdict = applies(leaders([2, 1, 3]), even)
+    assert not verdict.applies
+    assert verdict.reason == (
+        "the plan's premise does not hold: its elections do not even out leaders by broker "
+        "or rack (leaders per broker now -> after: 1: 1 -> 0, 2: 1 -> 2)")
+
+
+def test_a_dir_move_on_a_broker_that_is_not_skewed_is_superseded() -> None:
+    # Broker 1 holds 1 GiB on each dir: nothing to even out, whatever the plan says.
+    even = cluster(partition("t", 0, [(1, "/d1", GIB), (2, "/d1", GIB)]),
+                   partition("t", 1, [(1, "/d2", GIB), (2, "/d2", GIB)]))
+    verdict = applies(move(1, "/d2", [1, 2]), even)
+    assert not verdict.applies
+    assert verdict.reason == (
+        "the plan's premise does not hold: broker 1 is not skewed (its fullest dir is at "
+        "1.00x its mean usage, the threshold is 1.10x); nothing to even out")
+    # The same move on a skewed broker applies; a higher threshold makes it not worth it.
+    skewed = cluster(partition("t", 0, [(1, "/d1", 3 * GIB), (2, "/d1", GIB)]),
+                     partition("t", 1, [(1, "/d2", GIB), (2, "/d2", GIB)]))
+    assert applies(move(1, "/d2", [1, 2]), skewed).applies
+    assert not applies(move(1, "/d2", [1, 2]), skewed, skew_threshold=1.6).applies
+
+
+def test_the_premise_counts_the_whole_cluster_not_only_the_actions_topics() -> None:
+    only_t = cluster(partition("t", 0, [(1, "/d1", GIB), (2, "/d1", GIB)]))
+    assert applies(move(1, "/d2", [1, 2]), only_t).applies  # /d1 full, /d2 empty
+    whole = LiveView(only_t.model, all_dir_bytes={(1, "/d1"): GIB, (1, "/d2"): GIB})
+    assert not applies(move(1, "/d2", [1, 2]), whole).applies
 
 
 def test_dir_moves_are_refused_on_a_broker_with_an_offline_dir() -> None:
