@@ -15,13 +15,13 @@ def panels() -> list[Panel]:
     """Every panel, in layout order."""
     return [
         Panel("Offline log dirs", (q(f"sum(kafka_log_offline_log_directory_count{{{C}}})"),),
-              kind="stat", width=4, height=4, shows_fault=True),
+              kind="stat", width=4, height=4, fault=" > 0"),
         Panel("Offline partitions",
               (q(f"sum(kafka_controller_offline_partitions_count{{{C}}})"),),
               kind="stat", width=4, height=4),
         Panel("Under-replicated partitions",
               (q(f"sum(kafka_server_under_replicated_partitions{{{C}}})"),),
-              kind="stat", width=4, height=4, shows_fault=True),
+              kind="stat", width=4, height=4, fault=" > 0"),
         Panel("Under min ISR", (q(f"sum(kafka_server_under_min_isr_partitions{{{C}}})"),),
               kind="stat", width=4, height=4),
         Panel("Brokers up", (q(f'sum(up{{job="kafka",role!="controller",{C}}})'),),
@@ -32,10 +32,10 @@ def panels() -> list[Panel]:
               description="Exactly 1 in a healthy cluster"),
         Panel("Offline log dirs per broker",
               (q(f"sum by (broker) (kafka_log_offline_log_directory_count{{{C}}})",
-                 "broker {{broker}}"),), shows_fault=True),
+                 "broker {{broker}}"),), fault=" > 0"),
         Panel("Under-replicated partitions per broker (as leader)",
               (q(f"sum by (broker) (kafka_server_under_replicated_partitions{{{C}}})",
-                 "broker {{broker}}"),), shows_fault=True),
+                 "broker {{broker}}"),), fault=" > 0"),
         Panel("Partitions and leaders per broker",
               (q(f'sum by (broker) (kafka_server_partitions{{{C}}})', "partitions {{broker}}"),
                q(f'sum by (broker) (kafka_server_leader_partitions{{{C}}})',
@@ -47,7 +47,7 @@ def panels() -> list[Panel]:
               (q(f"sum by (broker) (rate(kafka_server_isr_shrinks_total{{{C}}}[$__rate_interval]))",
                  "shrinks {{broker}}"),
                q(f"sum by (broker) (rate(kafka_server_isr_expands_total{{{C}}}[$__rate_interval]))",
-                 "expands {{broker}}")), unit="ops", shows_fault=True),
+                 "expands {{broker}}")), unit="ops"),
         Panel("Bytes in and out per broker",
               (q(f"sum by (broker) (rate(kafka_server_bytes_in_total{{{C}}}[$__rate_interval]))",
                  "in {{broker}}"),
@@ -55,7 +55,7 @@ def panels() -> list[Panel]:
                  "out {{broker}}")), unit="Bps"),
         Panel("Firing alerts",
               (q(f'count by (alertname, severity) (ALERTS{{alertstate="firing",{C}}})',
-                 "{{alertname}} ({{severity}})"),), width=24, shows_fault=True),
+                 "{{alertname}} ({{severity}})"),), width=24, fault=" > 0"),
     ]
 
 

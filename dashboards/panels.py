@@ -28,8 +28,9 @@ class Query:
 class Panel:
     """One panel: a title, its queries, and how to draw them.
 
-    ``shows_fault`` marks the panels that must show a failed log dir (the integration
-    test fails a dir on the sandbox and asserts these return data that says so).
+    ``fault`` is a comparison the first query meets while a log dir is failed (" > 0",
+    " == 0"): the integration test fails a dir on the sandbox and asserts that
+    ``(<query>)<fault>`` returns data for every panel that names one.
     """
 
     title: str
@@ -39,7 +40,7 @@ class Panel:
     description: str = ""
     width: int = 12
     height: int = 8
-    shows_fault: bool = False
+    fault: str = ""
     mappings: tuple[dict, ...] = field(default_factory=tuple)
 
 

@@ -30,7 +30,6 @@ def panels() -> list[Panel]:
               (q(f"max by (rack) (selfheal_rack_replicas{{{C}}})", "{{rack}}"),)),
         Panel("Leaders per rack",
               (q(f"max by (rack) (selfheal_rack_leaders{{{C}}})", "{{rack}}"),),
-              shows_fault=True,
               description="A failed dir moves its leaders to other brokers, often other "
               "racks"),
         Panel("Leader share per rack vs. its broker share",
@@ -41,7 +40,7 @@ def panels() -> list[Panel]:
               unit="percentunit"),
         Panel("Leaders per broker",
               (q(f"max by (broker, rack) (selfheal_broker_leaders{{{C}}})",
-                 "{{broker}} ({{rack}})"),), shows_fault=True),
+                 "{{broker}} ({{rack}})"),)),
         Panel("Partitions whose replicas share a rack (history)",
               (q(f"max(selfheal_partitions_sharing_rack{{{C}}})", "partitions"),), width=24),
     ]

@@ -45,7 +45,7 @@ def panels() -> list[Panel]:
         Panel("Circuit breaker: offline dirs share and brokers down",
               (q(f"max(selfheal:log_dirs_offline:ratio{{{C}}})", "offline dirs share"),
                q(f"count(selfheal_broker_alive{{{C}}} == 0) or vector(0)", "brokers down")),
-              shows_fault=True,
+              fault=" > 0",
               description="The breaker holds every action above 25% of dirs or 1 broker "
               "(policy [breaker] defaults)"),
         Panel("Action records read by serve",
