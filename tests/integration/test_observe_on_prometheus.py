@@ -17,6 +17,7 @@ from dashboards import build
 from dashboards.panels import Panel
 from sandbox import alertmanager, loop, processes, prometheus, traffic
 from sandbox.cluster import disk_failed, fail_disk, heal_disk
+from tests.conftest import run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -94,6 +95,9 @@ def observed(sandbox, tmp_path_factory: pytest.TempPathFactory):
 def test_prometheus_scrapes_the_brokers_and_every_selfheal_process(sandbox, observed):
     _loop, _am, prom = observed
     assert prometheus.find(sandbox.work_dir) == prom
+    shown = run_cli(["sandbox", "status"], sandbox)
+    assert shown.returncode == 0, shown.stderr
+    assert f"prometheus  {prom.url}" in shown.stdout
 
     def all_up() -> list[dict[str, Any]] | None:
         targets = prom.targets()
