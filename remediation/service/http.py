@@ -65,6 +65,8 @@ class Service:
     gauges: Callable[[], dict[str, float]]
     role: Callable[[], tuple[str, str | None]]  # ("leader" | "standby", who leads)
     current: Callable[[], pages.Current | None] = lambda: None  # replicas now, if known
+    # POST /api/actions: a signed action record -> (HTTP status, body)
+    submit: Callable[[bytes], tuple[int, dict[str, Any]]] | None = None
 
     def origin(self) -> str:
         parts = urlsplit(self.approvals.base_url)
@@ -272,6 +274,11 @@ class Handler(BaseHTTPRequestHandler):
                                                + ", ".join(s.value for s in State))
             return "api_list", _Reply(200, {"actions": [
                 _summary(r) for r in svc.store.list(state=state)]})
+        if method == "POST" and len(parts) == 1:
+            if svc.submit is None:
+                return "api_submit", _error(404, "this server takes no actions by HTTP")
+            status, reply = svc.submit(self._body())
+            return "api_submit", _Reply(status, reply)
         if method == "GET" and len(parts) == 2:
             return "api_show", _Reply(200, self._show(self._row(parts[1])))
         if method == "POST" and len(parts) == 3 and parts[2] in ("approve", "reject", "cancel"):

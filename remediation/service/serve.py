@@ -19,8 +19,9 @@ from typing import Any
 
 from core import clock
 from core.config import Config
+from core.signing import SignatureError
 from core.signing import signer as action_signer
-from remediation.executor.actions import Action
+from remediation.executor.actions import Action, ActionError, parse_action_json
 from remediation.executor.cluster import ClusterError
 from remediation.executor.policy import Decision, Policy
 from remediation.executor.runner import Executor, Received, Timeouts
@@ -68,6 +69,8 @@ class Serve:
         self.policy = policy
         self.log = log
         self.signer = action_signer(config)  # before anything starts: ConfigError if unset
+        self._producer: Any = None  # for POST /api/actions, made on first use
+        self._submit_lock = threading.Lock()
         self.runtime = Runtime()
         sqlite = config.serve.sqlite_path
         sqlite.parent.mkdir(parents=True, exist_ok=True)
@@ -84,7 +87,7 @@ class Serve:
         self.approvals = Approvals(self.store, signer, "http://unbound",
                                    policy.limits.approval_ttl_seconds)
         service = http.Service(self.store, self.approvals, token, self.runtime.counters,
-                               self.runtime.gauges, self._role, self._current)
+                               self.runtime.gauges, self._role, self._current, self.submit)
         self.server, self._http = http.start(host, port, service)
         self.approvals.base_url = (config.serve.link_base_url or self.server.url).rstrip("/")
         self.url = self.server.url
@@ -218,7 +221,36 @@ class Serve:
             raise ClusterError("the consumer assignment was not acknowledged by the bus in "
                                "15 s")
 
+    def submit(self, raw: bytes) -> tuple[int, dict[str, Any]]:
+        """POST /api/actions: a signed action record goes onto the actions topic, where the
+        intake takes it like any other (policy, approval, limits, the breaker all apply).
+        Refused here with the reason when it does not decode or verify."""
+        from core import bus
+
+        try:
+            action = parse_action_json(raw)
+            self.signer.verify(action.record)
+        except (ActionError, SignatureError) as exc:
+            forged = isinstance(exc, SignatureError)
+            reason = f"refused, nothing submitted: {exc}"
+            self.store.reject(raw, reason, "http")
+            return (403 if forged else 400), {"error": reason}
+        with self._submit_lock:
+            if self._producer is None:
+                self._producer = bus.producer(self.config)
+            self._producer.produce(self.config.topic("actions"), raw,
+                                   key=action.action_id.encode())
+            left = self._producer.flush(15.0)
+        if left:
+            return 503, {"error": "the bus did not acknowledge the action within 15 s; "
+                                  "nothing was submitted: try again"}
+        return 202, {"action_id": action.action_id, "type": action.type,
+                     "url": f"/api/actions/{action.action_id}",
+                     "note": "submitted to the actions topic; poll the url for its state"}
+
     def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(5.0)
         self.server.shutdown()
         self.server.server_close()
         self.store.close()

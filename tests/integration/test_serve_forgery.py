@@ -4,6 +4,7 @@ signed one whose premise is false is superseded; neither touches the cluster."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,12 @@ from core.signing import ActionSigner
 from remediation.executor.store import ActionStore
 from sandbox import traffic
 from sandbox.state import SandboxState
-from tests.integration.serve_harness import bench, placed_topic
+from tests.integration.serve_harness import (
+    bench,
+    leader_tilted_topic,
+    placed_topic,
+    reorder_plan,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -66,4 +72,31 @@ def test_forged_actions_are_refused_and_a_false_premise_is_superseded(
 
     assert placement(state, topic) == before
     assert [p["replica_nodes"] for p in traffic.partitions(state, topic)] == replicas_before
+    traffic.delete_topic(state, topic)
+
+
+def test_signed_actions_are_submitted_through_the_api_and_forged_ones_are_not(
+        sandbox: SandboxState, tmp_path: Path) -> None:
+    state = sandbox
+    topic = leader_tilted_topic(state, "api-submit", [0, 1, 2], new_leader=1)
+    with bench(state, tmp_path, '[actions]\nrebalance_leaders = "approve"\n') as b:
+        serve = b.serve()
+        auth = {"Authorization": f"Bearer {b.token}"}
+        signed = b.action("rebalance_leaders", reorder_plan(topic, [1, 0, 2]),
+                          "broker 1 should lead")
+        unsigned = b.unsigned("rebalance_leaders", reorder_plan(topic, [1, 2, 0]),
+                              "broker 1 should lead (forged)")
+        status, body = serve.http("POST", "/api/actions", unsigned.to_json(), auth)[:2]
+        assert status == 403
+        assert "refused, nothing submitted: unsigned" in json.loads(body)["error"]
+        status, body = serve.http("POST", "/api/actions", b"[" * 50_000, auth)[:2]
+        assert status == 400 and "nested deeper than 32 levels" in json.loads(body)["error"]
+
+        status, body = serve.http("POST", "/api/actions", signed.to_json(), auth)[:2]
+        assert status == 202 and json.loads(body)["action_id"] == signed.action_id
+        shown = serve.wait_state(signed.action_id, {"awaiting_approval"})
+        assert shown["record"]["signature"] == signed.signature
+        status, listed = serve.api("GET", "/actions")
+        assert [a["id"] for a in listed["actions"]] == [signed.action_id]
+        assert traffic.leader_of(state, topic, 0) == 0  # approval is still a person's
     traffic.delete_topic(state, topic)
