@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 from core.model import ClusterModel
 from core.plan.disks import broker_usage, mean_ratio, over_limit
 from schemas.snapshot import Snapshot
-from streams.detect import SnapshotFacts
+from streams.detect_types import SnapshotFacts
 
 if TYPE_CHECKING:
     from core.config import DetectConfig

@@ -31,7 +31,7 @@ from typing import Any
 
 from core import clock
 from core.config import Config
-from streams.detect import Decision, DetectSettings
+from streams.detect_types import Decision, DetectSettings
 from streams.metrics import BatchOutput, StreamMetrics, progress_listener
 from streams.propose import Proposer, describe
 from streams.stateful import DEAD_LETTER, DECISION, NOTE, OUTCOME_DDL, STATE_DDL

@@ -31,7 +31,7 @@ from core.plan.formats import (
 from schemas.actions import build_action
 from schemas.records import Action, Trigger
 from schemas.snapshot import SnapshotError, snapshot_from_dict
-from streams.detect import (
+from streams.detect_types import (
     FIX_OFFLINE,
     MOVE_DIRS,
     PAGE,

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from core.config import Config
-from streams.detect import SnapshotRef
+from streams.detect_types import SnapshotRef
 
 
 class SnapshotMissing(LookupError):

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from streams.detect import (
+from streams.detect import Detector
+from streams.detect_types import (
     LOGDIR_EVENT,
     BrokerGone,
     ClusterState,
-    Detector,
     DetectSettings,
     DirOnline,
     Failure,

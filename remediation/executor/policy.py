@@ -1,7 +1,7 @@
 """Policy: which actions run by themselves, which wait for a human, which never run.
 
 `Policy.decide` is pure: the action, the cluster's health and the bytes moved in the last
-hour in, a Decision out. Approval is required when the policy says so, when a limit would
+hour in, a Ruling out. Approval is required when the policy says so, when a limit would
 be exceeded, or when the circuit breaker trips (too many brokers or log dirs failing at
 once smells like a wider outage, where moving data makes things worse): then nothing runs
 by itself and the operator is paged.
@@ -90,7 +90,9 @@ class ClusterHealth:
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class Ruling:
+    """What policy rules for one action: run by itself, wait for a person, or page."""
+
     mode: Mode
     reasons: tuple[str, ...]
     page: bool = False
@@ -102,11 +104,11 @@ class Policy:
     limits: Limits = Limits()
     breaker: Breaker = Breaker()
 
-    def decide(self, action: Action, health: ClusterHealth, moved_bytes_last_hour: int) -> Decision:
+    def decide(self, action: Action, health: ClusterHealth, moved_bytes_last_hour: int) -> Ruling:
         """Run by itself, wait for approval, or refuse; with every reason that applied."""
         refusals = _refusals(action, health)
         if refusals:
-            return Decision("refuse", tuple(refusals), page=action.is_page)
+            return Ruling("refuse", tuple(refusals), page=action.is_page)
         reasons: list[str] = []
         page = action.is_page
         if action.is_page:
@@ -119,8 +121,8 @@ class Policy:
             page = True
         reasons.extend(self._limits(action, health, moved_bytes_last_hour))
         if reasons:
-            return Decision("approve", tuple(reasons), page)
-        return Decision("auto", (f"policy: {action.type} runs by itself within limits",), page)
+            return Ruling("approve", tuple(reasons), page)
+        return Ruling("auto", (f"policy: {action.type} runs by itself within limits",), page)
 
     def _breaker(self, health: ClusterHealth) -> str | None:
         k, p = self.breaker.max_failed_brokers, self.breaker.max_failed_log_dir_percent

@@ -28,7 +28,7 @@ from remediation.executor.actions import Action, ActionError, parse_action, pars
 from remediation.executor.checks import LiveView
 from remediation.executor.cluster import ClusterError, KafkaCluster
 from remediation.executor.lifecycle import State, reopen_refusal
-from remediation.executor.policy import ClusterHealth, Decision, Policy
+from remediation.executor.policy import ClusterHealth, Policy, Ruling
 from remediation.executor.store import ActionRow, ActionStore
 
 ACTOR = "executor"
@@ -67,7 +67,7 @@ class Executor:
                  skew_threshold: float = DEFAULT_THRESHOLD,
                  timeouts: Timeouts = Timeouts(),
                  clock: Callable[[], datetime] = clock.now,
-                 notify: Callable[[ActionRow, Decision], None] | None = None,
+                 notify: Callable[[ActionRow, Ruling], None] | None = None,
                  publish: Callable[[Action], None] | None = None,
                  is_leader: Callable[[], bool] = lambda: True,
                  log: Callable[[str], None] | None = None) -> None:

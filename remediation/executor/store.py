@@ -1,101 +1,29 @@
 """The durable action store: every action, every state change, every rejected record.
 
-One SQLite file (WAL mode) shared by the executor and the service. Each change is one
-`BEGIN IMMEDIATE` transaction, so the state check, the update and the audit line land
-together or not at all, also across processes; a lock makes one store object safe to
-share between threads.
-
-Besides actions and their audit, it keeps each action's execution journal (what the
-executor started, the configs it must restore), an operator's pending cancel, outbox
-cursors (how far the audit has been published to Kafka) and generated settings (the
-link secret when none is configured), so a restarted or standby `serve` picks up
-exactly where the last one stopped.
+Actions and their audit, each action's execution journal (what the executor started,
+the configs it must restore) and an operator's pending cancel. The SQLite file and its
+transactions are `store_db.Database`; what `serve` keeps beside actions in the same file
+(used links, alerts, outbox cursors, settings) is `store_side.ServiceTables`.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 from core import clock
 from remediation.executor import lifecycle
 from remediation.executor.actions import Action, ActionError, parse_action_json
 from remediation.executor.lifecycle import State
+from remediation.executor.store_db import StoreError
+from remediation.executor.store_side import ServiceTables
 
-SCHEMA_VERSION = 2
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS actions (
-    id TEXT PRIMARY KEY,
-    cluster TEXT NOT NULL,
-    type TEXT NOT NULL,
-    state TEXT NOT NULL,
-    record TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    error TEXT,
-    journal TEXT NOT NULL DEFAULT '{}',
-    cancel_request TEXT
-);
-CREATE INDEX IF NOT EXISTS actions_state ON actions(state);
-CREATE TABLE IF NOT EXISTS audit (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    action_id TEXT,
-    at TEXT NOT NULL,
-    from_state TEXT,
-    to_state TEXT NOT NULL,
-    actor TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    raw TEXT,
-    source TEXT
-);
-CREATE INDEX IF NOT EXISTS audit_action ON audit(action_id);
-CREATE TABLE IF NOT EXISTS cursors (
-    name TEXT PRIMARY KEY,
-    audit_id INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS settings (
-    key TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS used_links (
-    nonce TEXT PRIMARY KEY,
-    action_id TEXT NOT NULL,
-    used_at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS alerts (
-    fingerprint TEXT NOT NULL,
-    group_key TEXT NOT NULL,
-    status TEXT NOT NULL,
-    labels TEXT NOT NULL,
-    received_at TEXT NOT NULL,
-    action_id TEXT,
-    annotations TEXT NOT NULL DEFAULT '{}',
-    starts_at TEXT,
-    PRIMARY KEY (group_key, fingerprint, status)
-);
-"""
-# Columns added after schema 1, added to an older file when it is opened.
-_MIGRATIONS: dict[int, tuple[str, ...]] = {
-    2: ("ALTER TABLE actions ADD COLUMN journal TEXT NOT NULL DEFAULT '{}'",
-        "ALTER TABLE actions ADD COLUMN cancel_request TEXT",
-        "ALTER TABLE audit ADD COLUMN source TEXT",
-        "ALTER TABLE alerts ADD COLUMN annotations TEXT NOT NULL DEFAULT '{}'",
-        "ALTER TABLE alerts ADD COLUMN starts_at TEXT"),
-}
 REJECTED = "rejected"  # audit to_state of a record that never became an action
 DUPLICATE = "duplicate proposal ignored"
-
-
-class StoreError(RuntimeError):
-    """The store cannot do what was asked; the message says why."""
 
 
 class UnknownAction(StoreError, KeyError):
@@ -105,10 +33,6 @@ class UnknownAction(StoreError, KeyError):
 
     def __str__(self) -> str:  # KeyError would print the message in quotes
         return str(self.args[0])
-
-
-class LinkAlreadyUsed(StoreError):
-    """A single-use approval link was presented a second time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,77 +79,8 @@ class Proposed:
     duplicate: bool
 
 
-@dataclass(frozen=True, slots=True)
-class AlertRow:
-    fingerprint: str
-    group_key: str
-    status: str
-    labels: Mapping[str, str]
-    received_at: str
-    action_id: str | None
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    starts_at: str | None = None
-
-
-
-
-class ActionStore:
+class ActionStore(ServiceTables):
     """Actions, audit, used approval links and received alerts in one SQLite file."""
-
-    def __init__(self, path: str | Path, clock: Callable[[], datetime] = clock.now) -> None:
-        self.path = Path(path)
-        self._clock = clock
-        self._lock = threading.RLock()
-        # autocommit mode: transactions are opened explicitly with BEGIN IMMEDIATE.
-        self._db = sqlite3.connect(str(self.path), isolation_level=None,
-                                   check_same_thread=False, timeout=10.0)
-        self._db.row_factory = sqlite3.Row
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            found = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if found > SCHEMA_VERSION:
-                self._db.close()
-                raise StoreError(
-                    f"{self.path} has store schema {found}, this code knows {SCHEMA_VERSION}; "
-                    "upgrade kafka-selfheal before opening it"
-                )
-            with self._tx():
-                if found:  # an older file: add what later schemas added to its tables
-                    for version in range(found + 1, SCHEMA_VERSION + 1):
-                        for stmt in _MIGRATIONS.get(version, ()):
-                            self._db.execute(stmt)
-                for stmt in _SCHEMA.split(";"):
-                    if stmt.strip():
-                        self._db.execute(stmt)
-                self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-
-    # --- plumbing ---------------------------------------------------------------------
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-
-    def _now_text(self) -> str:
-        return clock.text(self._clock())
 
     def _audit(self, db: sqlite3.Connection, action_id: str | None, from_state: str | None,
                to_state: str, actor: str, reason: str, raw: str | None = None,
@@ -401,62 +256,6 @@ class ActionStore:
             expired.append(action_id)
         return tuple(expired)
 
-    def consume_link(self, nonce: str, action_id: str) -> None:
-        """Mark an approval link's nonce used; raise LinkAlreadyUsed the second time."""
-        with self._tx() as db:
-            try:
-                db.execute("INSERT INTO used_links (nonce, action_id, used_at) VALUES (?, ?, ?)",
-                           (nonce, action_id, self._now_text()))
-            except sqlite3.IntegrityError:
-                raise LinkAlreadyUsed(
-                    f"approval link {nonce[:8]}... for action {action_id[:12]} was already used;"
-                    " open the action page for its current state"
-                ) from None
-
-    def record_alert(self, group_key: str, fingerprint: str, status: str,
-                     labels: Mapping[str, str], annotations: Mapping[str, str] | None = None,
-                     starts_at: str | None = None) -> bool:
-        """Remember an alert notification; False if (group, fingerprint, status) was seen."""
-        with self._tx() as db:
-            cur = db.execute(
-                "INSERT OR IGNORE INTO alerts (fingerprint, group_key, status, labels,"
-                " received_at, annotations, starts_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (fingerprint, group_key, status, json.dumps(dict(labels), sort_keys=True),
-                 self._now_text(), json.dumps(dict(annotations or {}), sort_keys=True),
-                 starts_at),
-            )
-            return cur.rowcount == 1
-
-    def set_alert_action(self, group_key: str, fingerprint: str, status: str,
-                         action_id: str) -> None:
-        with self._tx() as db:
-            db.execute(
-                "UPDATE alerts SET action_id = ? WHERE group_key = ? AND fingerprint = ?"
-                " AND status = ?", (action_id, group_key, fingerprint, status))
-
-    def cursor(self, name: str) -> int:
-        """How far the outbox `name` has published the audit (0: nothing yet)."""
-        with self._lock:
-            row = self._db.execute("SELECT audit_id FROM cursors WHERE name = ?",
-                                   (name,)).fetchone()
-        return 0 if row is None else int(row[0])
-
-    def advance_cursor(self, name: str, audit_id: int) -> None:
-        with self._tx() as db:
-            db.execute("INSERT INTO cursors (name, audit_id) VALUES (?, ?) ON CONFLICT(name)"
-                       " DO UPDATE SET audit_id = max(audit_id, excluded.audit_id)",
-                       (name, audit_id))
-
-    def setting(self, key: str, make: Callable[[], str]) -> str:
-        """A stored setting; the first caller's `make()` value wins, also across processes."""
-        with self._tx() as db:
-            row = db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
-            if row is not None:
-                return str(row[0])
-            value = make()
-            db.execute("INSERT INTO settings (key, value) VALUES (?, ?)", (key, value))
-            return value
-
     # --- reads ------------------------------------------------------------------------
 
     def audit_since(self, audit_id: int, limit: int = 500) -> tuple[AuditEntry, ...]:
@@ -540,27 +339,6 @@ class ActionStore:
                                     (REJECTED,)).fetchall()
         return tuple(_audit_entry(r) for r in rows)
 
-    def link_used(self, nonce: str) -> bool:
-        with self._lock:
-            return self._db.execute("SELECT 1 FROM used_links WHERE nonce = ?",
-                                    (nonce,)).fetchone() is not None
-
-    def alert(self, group_key: str, fingerprint: str, status: str) -> AlertRow | None:
-        with self._lock:
-            r = self._db.execute(
-                "SELECT * FROM alerts WHERE group_key = ? AND fingerprint = ? AND status = ?",
-                (group_key, fingerprint, status)).fetchone()
-        return None if r is None else _alert_row(r)
-
-    def alerts(self, action_id: str | None = None) -> tuple[AlertRow, ...]:
-        sql, args = "SELECT * FROM alerts", []
-        if action_id is not None:
-            sql, args = sql + " WHERE action_id = ?", [action_id]
-        with self._lock:
-            rows = self._db.execute(sql + " ORDER BY received_at", args).fetchall()
-        return tuple(_alert_row(r) for r in rows)
-
-
 def _action_row(r: sqlite3.Row) -> ActionRow:
     cancel = r["cancel_request"]
     return ActionRow(r["id"], r["cluster"], r["type"], State(r["state"]), json.loads(r["record"]),
@@ -574,8 +352,3 @@ def _audit_entry(r: sqlite3.Row) -> AuditEntry:
                       r["actor"], r["reason"], r["raw"], r["source"],
                       r["cluster"] if "cluster" in keys else None)
 
-
-def _alert_row(r: sqlite3.Row) -> AlertRow:
-    return AlertRow(r["fingerprint"], r["group_key"], r["status"], json.loads(r["labels"]),
-                    r["received_at"], r["action_id"], json.loads(r["annotations"]),
-                    r["starts_at"])

@@ -15,7 +15,8 @@ from typing import Any
 
 from core import clock
 from remediation.executor.actions import parse_action
-from remediation.executor.store import ActionRow, ActionStore, AlertRow
+from remediation.executor.store import ActionRow, ActionStore
+from remediation.executor.store_side import AlertRow
 from schemas import wire
 from schemas.registry import RecordError
 

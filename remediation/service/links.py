@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Protocol
 
-from remediation.executor.store import LinkAlreadyUsed
+from remediation.executor.store_side import LinkAlreadyUsed
 
 MIN_SECRET_BYTES = 32
 _NONCE = re.compile(r"[A-Za-z0-9_-]{16,64}")

@@ -23,7 +23,7 @@ from core.signing import SignatureError
 from core.signing import signer as action_signer
 from remediation.executor.actions import Action, ActionError, parse_action_json
 from remediation.executor.cluster import ClusterError
-from remediation.executor.policy import Decision, Policy
+from remediation.executor.policy import Policy, Ruling
 from remediation.executor.runner import Executor, Received, Timeouts
 from remediation.executor.store import ActionRow, ActionStore
 from remediation.service import http, metrics
@@ -201,7 +201,7 @@ class Serve:
 
     # --- callbacks ----------------------------------------------------------------------
 
-    def _notify(self, row: ActionRow, decision: Decision) -> None:
+    def _notify(self, row: ActionRow, decision: Ruling) -> None:
         link = self.approvals.link(row)
         what = "PAGE: " if decision.page else ""
         self.log(f"{what}action {row.id[:12]} ({row.type}) awaits approval: {link.url}")

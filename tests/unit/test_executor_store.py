@@ -17,9 +17,9 @@ from remediation.executor.store import (
     DUPLICATE,
     REJECTED,
     ActionStore,
-    LinkAlreadyUsed,
     UnknownAction,
 )
+from remediation.executor.store_side import LinkAlreadyUsed
 from tests.unit.action_records import fix_offline, of_type
 
 

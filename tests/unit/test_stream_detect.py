@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from streams.detect import (
+from streams.detect import Detector
+from streams.detect_types import (
     FIX_OFFLINE,
     LOGDIR_EVENT,
     METRIC,
@@ -13,7 +14,6 @@ from streams.detect import (
     BrokerGone,
     ClusterState,
     Decision,
-    Detector,
     DetectSettings,
     DirOnline,
     Failure,

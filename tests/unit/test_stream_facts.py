@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from schemas.snapshot import snapshot_from_dict
-from streams.detect import SnapshotFacts
+from streams.detect_types import SnapshotFacts
 from streams.facts import FactLimits, leader_imbalance, snapshot_facts
 from tests.unit.plan_snapshots import GIB, broker, doc, model, partition
 

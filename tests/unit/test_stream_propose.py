@@ -10,7 +10,7 @@ import msgspec
 
 from core.plan.disks import broker_usage, mean_ratio, over_limit
 from schemas.registry import validate
-from streams.detect import (
+from streams.detect_types import (
     FIX_OFFLINE,
     LOGDIR_EVENT,
     METRIC,

@@ -11,7 +11,7 @@ import pytest
 
 from schemas.records import RAW_LIMIT
 from schemas.registry import validate
-from streams.detect import FIX_OFFLINE, PAGE, Decision, DetectSettings, SnapshotFacts
+from streams.detect_types import FIX_OFFLINE, PAGE, Decision, DetectSettings, SnapshotFacts
 from streams.facts import FactLimits
 from streams.signals import FAILURE, GONE, ONLINE, REJECT, SNAPSHOT, to_signals
 from streams.stateful import DEAD_LETTER, DECISION, detect_group

@@ -1,0 +1,257 @@
+"""What the detector reads, writes and keeps (streams/detect.py is the state machine).
+
+Its inputs are signals (a failed or online dir, a departed broker, a snapshot's facts),
+its outputs decisions (what to propose) and notes, its memory one `ClusterState` per
+cluster; each of these crosses Spark's state store or an output row as JSON, so each
+type here says how it is written and read back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from core.config import DetectConfig
+
+Ms = int
+
+# Trigger kinds, as in action.schema.json's trigger.kind.
+LOGDIR_EVENT = "logdir_event"
+METRIC = "metric"
+SNAPSHOT = "snapshot"
+
+FIX_OFFLINE = "fix_offline_replicas"
+MOVE_DIRS = "move_replica_dirs"
+REBALANCE_LEADERS = "rebalance_leaders"
+PAGE = "page_operator"
+
+
+@dataclass(frozen=True, slots=True)
+class DetectSettings:
+    """The `[detect]` knobs the state machine needs, in milliseconds."""
+
+    skew_window_ms: Ms = 300_000
+    leader_window_ms: Ms = 600_000
+    signal_window_ms: Ms = 120_000
+    fresh_snapshot_wait_ms: Ms = 15_000
+    broker_return_grace_ms: Ms = 60_000
+
+    @classmethod
+    def from_config(cls, detect: DetectConfig) -> DetectSettings:
+        return cls(
+            skew_window_ms=round(detect.skew_window_seconds * 1000),
+            leader_window_ms=round(detect.leader_window_seconds * 1000),
+            signal_window_ms=round(detect.signal_window_seconds * 1000),
+            fresh_snapshot_wait_ms=round(detect.fresh_snapshot_wait_seconds * 1000),
+            broker_return_grace_ms=round(detect.broker_return_grace_seconds * 1000),
+        )
+
+
+# --- what the detector reads ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRef:
+    """Where a snapshot record sits on the bus, and when it was taken."""
+
+    topic: str
+    partition: int
+    offset: int
+    taken_at: Ms
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotFacts:
+    """What detection needs from one snapshot (streams/facts.py computes it).
+
+    ``dirs``: broker -> {dir path: online}; ``alive``: broker -> alive; ``skewed``:
+    broker -> fullest dir over its broker's mean, only brokers past the skew limits;
+    ``leaders``: why leadership is unbalanced, or None when it is not.
+    """
+
+    dirs: dict[int, dict[str, bool]]
+    alive: dict[int, bool]
+    skewed: dict[int, float] = field(default_factory=dict)
+    leaders: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "dirs": {str(b): d for b, d in self.dirs.items()},
+            "alive": {str(b): a for b, a in self.alive.items()},
+            "skewed": {str(b): r for b, r in self.skewed.items()},
+            "leaders": self.leaders,
+        }, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> SnapshotFacts:
+        doc = json.loads(text)
+        return cls(
+            dirs={int(b): d for b, d in doc["dirs"].items()},
+            alive={int(b): a for b, a in doc["alive"].items()},
+            skewed={int(b): r for b, r in doc["skewed"].items()},
+            leaders=doc["leaders"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A log dir failed. ``broker``/``log_dir`` None when the signal did not say."""
+
+    time: Ms
+    source: str  # LOGDIR_EVENT or METRIC
+    broker: int | None = None
+    log_dir: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DirOnline:
+    """The per-dir gauge reads 0: the dir is online at ``time``."""
+
+    time: Ms
+    broker: int
+    log_dir: str
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerGone:
+    """The broker left the cluster (its registration vanished)."""
+
+    time: Ms
+    broker: int
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotSeen:
+    time: Ms  # taken_at
+    ref: SnapshotRef
+    facts: SnapshotFacts
+
+
+Signal = Failure | DirOnline | BrokerGone | SnapshotSeen
+
+# Within one timestamp: failures first (they date episodes), snapshots last (they see
+# everything the same instant reported).
+ORDER = {Failure: 0, DirOnline: 1, BrokerGone: 2, SnapshotSeen: 3}
+
+
+# --- what it writes ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Something to propose; streams/propose.py turns it into an action record.
+
+    ``offline_dirs`` are every dir the detector holds offline in the cluster: the
+    planner marks them offline in the snapshot, which may predate the failure.
+    """
+
+    type: str
+    cluster_id: str
+    event_time: Ms
+    trigger_kind: str
+    broker: int | None
+    log_dir: str | None
+    snapshot: SnapshotRef | None
+    offline_dirs: tuple[tuple[int, str], ...] = ()
+    reason: str = ""
+
+    def to_json(self) -> str:
+        body = dataclasses.asdict(self)
+        return json.dumps(body, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> Decision:
+        doc = json.loads(text)
+        ref = doc["snapshot"]
+        doc["snapshot"] = SnapshotRef(**ref) if ref is not None else None
+        doc["offline_dirs"] = tuple((int(b), d) for b, d in doc["offline_dirs"])
+        return cls(**doc)
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """Something the operator should read that is not an action (printed by the job)."""
+
+    cluster_id: str
+    time: Ms
+    text: str
+
+
+# --- state ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Episode:
+    """One offline spell of one (broker, dir)."""
+
+    broker: int
+    log_dir: str
+    since: Ms  # the earliest signal that matched
+    trigger: str  # the kind of that signal
+    evidence: Ms  # the newest evidence that it is offline
+    proposed: bool = False
+
+
+@dataclass(slots=True)
+class Pending:
+    """A failure signal that named no dir yet."""
+
+    time: Ms
+    source: str
+    broker: int | None
+
+
+@dataclass(slots=True)
+class Spell:
+    """A condition that must last a window before it is acted on (skew, leaders)."""
+
+    since: Ms
+    proposed: bool = False
+
+
+@dataclass(slots=True)
+class ClusterState:
+    snapshot: SnapshotRef | None = None
+    # broker -> [alive, number of log dirs], from the latest snapshot.
+    brokers: dict[int, tuple[bool, int]] = field(default_factory=dict)
+    episodes: dict[tuple[int, str], Episode] = field(default_factory=dict)
+    pending: list[Pending] = field(default_factory=list)
+    skew: dict[int, Spell] = field(default_factory=dict)
+    leaders: Spell | None = None
+    paged: dict[int, Ms] = field(default_factory=dict)
+    # broker -> when it was first seen gone with a failure open: paged after the grace
+    # unless it comes back (an operator restarting it after replacing the disk).
+    departed: dict[int, Ms] = field(default_factory=dict)
+    newest: Ms = 0  # newest event time seen: the clock when there is no watermark
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "snapshot": dataclasses.asdict(self.snapshot) if self.snapshot else None,
+            "brokers": {str(b): list(v) for b, v in self.brokers.items()},
+            "episodes": [dataclasses.asdict(e) for e in self.episodes.values()],
+            "pending": [dataclasses.asdict(p) for p in self.pending],
+            "skew": {str(b): dataclasses.asdict(s) for b, s in self.skew.items()},
+            "leaders": dataclasses.asdict(self.leaders) if self.leaders else None,
+            "paged": {str(b): t for b, t in self.paged.items()},
+            "departed": {str(b): t for b, t in self.departed.items()},
+            "newest": self.newest,
+        }, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> ClusterState:
+        doc = json.loads(text)
+        episodes = [Episode(**e) for e in doc["episodes"]]
+        return cls(
+            snapshot=SnapshotRef(**doc["snapshot"]) if doc["snapshot"] else None,
+            brokers={int(b): (bool(v[0]), int(v[1])) for b, v in doc["brokers"].items()},
+            episodes={(e.broker, e.log_dir): e for e in episodes},
+            pending=[Pending(**p) for p in doc["pending"]],
+            skew={int(b): Spell(**s) for b, s in doc["skew"].items()},
+            leaders=Spell(**doc["leaders"]) if doc["leaders"] else None,
+            paged={int(b): t for b, t in doc["paged"].items()},
+            departed={int(b): t for b, t in doc.get("departed", {}).items()},
+            newest=doc["newest"],
+        )
