@@ -108,7 +108,7 @@ class Job:
         from pyspark.sql.streaming import StreamingQueryListener
 
         from core.bus import ensure_topics
-        from streams import job, spark
+        from streams import job, query, sink, spark
         from streams.metrics import StreamMetrics
 
         ensure_topics(config)
@@ -116,7 +116,7 @@ class Job:
         self.spark = spark.session("selfheal-stream-bench",
                                    extra_conf=job.spark_conf(config, None))
         self.spark.sparkContext.setLogLevel("ERROR")
-        job.warm_up(self.spark)
+        query.warm_up(self.spark)
         self.progress: list[tuple[float, int, float]] = []  # (at, rows, seconds)
         progress = self.progress
 
@@ -135,9 +135,9 @@ class Job:
                 pass
 
         self.spark.streams.addListener(Listener())
-        self.sink = job.BatchSink(config, StreamMetrics(), lambda line: None)
-        options = job.JobOptions.from_config(config)
-        self.query = job.build_query(self.spark, config, options, self.sink)
+        self.sink = sink.BatchSink(config, StreamMetrics(), lambda line: None)
+        options = query.JobOptions.from_config(config)
+        self.query = query.build_query(self.spark, config, options, self.sink)
         while not self.progress:  # the first batch resolves "latest"
             time.sleep(0.2)
 

@@ -14,7 +14,6 @@ restoring "what was there before" in the wrong order would leave one's throttle 
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -30,8 +29,8 @@ from remediation.executor.cluster import ClusterError, KafkaCluster
 from remediation.executor.lifecycle import State, reopen_refusal
 from remediation.executor.policy import ClusterHealth, Policy, Ruling
 from remediation.executor.store import ActionRow, ActionStore
+from remediation.executor.throttling import ACTOR, Throttles
 
-ACTOR = "executor"
 HOUR = timedelta(hours=1)
 # Metadata, the reassignment list and DescribeLogDirs come from different brokers at
 # different moments: a move that looks neither in flight nor done is believed only after
@@ -39,7 +38,6 @@ HOUR = timedelta(hours=1)
 STALL_GRACE = timedelta(seconds=15)
 # A broker applies a dynamic config moments after the alter returns (a ZooKeeper
 # notification, or the KRaft metadata log); a move submitted in between runs unthrottled.
-THROTTLE_VISIBLE_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +73,7 @@ class Executor:
         self.cluster = cluster
         self.policy = policy
         self.signer = signer
+        self.throttles = Throttles(store, cluster)
         self.skew_threshold = skew_threshold  # a dir move's premise (checks.applies)
         self.timeouts = timeouts
         self._clock = clock
@@ -282,7 +281,7 @@ class Executor:
     def _submit_reassignment(self, row: ActionRow, action: Action, view: LiveView) -> None:
         targets = {(t.topic, t.partition): list(t.replicas) for t in action.targets()}
         if action.type == "fix_offline_replicas":
-            self._throttle(row, "inter", throttle.inter_broker(
+            self.throttles.apply(row.id, "inter", throttle.inter_broker(
                 action, view, self.policy.limits.inter_broker_throttle_bytes_per_s))
             # As kafka-reassign-partitions does: name the dir of each new replica first, so
             # the broker creates it there (it answers ReplicaNotAvailable until then).
@@ -313,7 +312,7 @@ class Executor:
         if row.journal.get("dirs_submitted"):
             self._progress(row, f"{len(moves)} replicas still outside their planned dir")
             return not flying  # a broker may have declined; verification will say so
-        self._throttle(row, "intra", throttle.intra_broker(
+        self.throttles.apply(row.id, "intra", throttle.intra_broker(
             moves, self.policy.limits.intra_broker_throttle_bytes_per_s))
         errors = self.cluster.move_dirs(moves)
         self.store.update_journal(row.id, dirs_submitted=True)
@@ -325,7 +324,7 @@ class Executor:
         moves = checks.dir_moves(action, view)
         st = checks.status(action, view)
         if moves and not row.journal.get("submitted"):
-            self._throttle(row, "intra", throttle.intra_broker(
+            self.throttles.apply(row.id, "intra", throttle.intra_broker(
                 moves, self.policy.limits.intra_broker_throttle_bytes_per_s))
             self.store.update_journal(row.id, submitted_at=clock.text(self._clock()))
             errors = self.cluster.move_dirs(moves)  # as for reassignments: marked when answered
@@ -350,13 +349,13 @@ class Executor:
         self._to_verifying(row, f"all {len(action.targets())} partitions in their target dirs")
 
     def _to_verifying(self, row: ActionRow, reason: str) -> None:
-        self._restore(row)
+        self.throttles.restore(row.id)
         row = self.store.transition(row.id, State.VERIFYING, ACTOR, reason)
         self.store.update_journal(row.id, verifying_at=clock.text(self._clock()))
         self._verify(self._fresh(row), parse_action(row.record))
 
     def _verify(self, row: ActionRow, action: Action) -> None:
-        self._restore(row)  # in case the executor stopped between the moves and here
+        self.throttles.restore(row.id)  # in case the executor stopped between the moves and here
         view = self._read(action)
         problems = checks.verify(action, view)
         if not problems:
@@ -396,7 +395,7 @@ class Executor:
         if back:
             self.cluster.move_dirs(back)
             undone.append(f"{len(back)} log dir moves stopped")
-        self._restore(row)
+        self.throttles.restore(row.id)
         tail = ("; reverted: " + ", ".join(undone)) if undone else "; nothing was in flight"
         if end is State.CANCELLED:
             self.store.transition(row.id, State.CANCELLED, actor, reason + tail)
@@ -404,53 +403,9 @@ class Executor:
             self._fail(row, reason + tail)
 
     def _fail(self, row: ActionRow, reason: str) -> None:
-        self._restore(row)
+        self.throttles.restore(row.id)
         self.store.transition(row.id, State.FAILED, ACTOR, reason)
         self._log(f"action {row.id[:12]} failed: {reason}")
-
-    def _throttle(self, row: ActionRow, kind: str, wanted: throttle.Configs) -> None:
-        """Set throttles once per action, saving what was there first (in the journal)."""
-        if not wanted:
-            return
-        known = dict(self._fresh(row).journal.get("throttles", {}))
-        if kind in known:
-            return  # set by an earlier step or an earlier executor
-        keys = {k for keys in wanted.values() for k in keys}
-        found = self.cluster.configs(wanted, keys)
-        target = throttle.merged(wanted, found)
-        known[kind] = {"saved": throttle.saved_values(target, found), "restored": False}
-        self.store.update_journal(row.id, throttles=known)
-        self.cluster.alter_configs(throttle.changes(target, found))
-        self.store.note(row.id, ACTOR, f"throttle set: {throttle.describe(target)}")
-        late = self._await_brokers(target, keys)
-        if late:
-            self.store.note(row.id, ACTOR, f"throttle not yet applied by {late} after "
-                            f"{THROTTLE_VISIBLE_SECONDS:.0f} s; going on")
-
-    def _await_brokers(self, target: throttle.Configs, keys: set[str]) -> str:
-        """Wait until each broker reports the values it was given (DescribeConfigs of a
-        broker is answered by that broker); the ones that do not, named, after the wait."""
-        brokers = {r: v for r, v in target.items() if throttle.split(r)[0] == "broker"}
-        deadline = time.monotonic() + THROTTLE_VISIBLE_SECONDS
-        while brokers:
-            found = self.cluster.configs(brokers, keys)
-            brokers = {r: v for r, v in brokers.items()
-                       if any(found[r].get(k) != value for k, value in v.items())}
-            if not brokers or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        return ", ".join(sorted(brokers))
-
-    def _restore(self, row: ActionRow) -> None:
-        known = dict(self._fresh(row).journal.get("throttles", {}))
-        for kind, entry in known.items():
-            if entry.get("restored"):
-                continue
-            self.cluster.alter_configs(entry["saved"])
-            known[kind] = {**entry, "restored": True}
-            self.store.update_journal(row.id, throttles=known)
-            restored = throttle.describe(entry["saved"])
-            self.store.note(row.id, ACTOR, f"throttle removed, configs restored: {restored}")
 
     def _stalled(self, row: ActionRow) -> bool:
         """True once submitted moves have looked neither in flight nor done for the grace."""

@@ -1,0 +1,74 @@
+"""An action's throttles: set once, what they replaced saved in its journal first, and
+restored exactly, also by another executor after a crash (the journal says what is left).
+A broker applies a dynamic config moments after the alter returns, and a move submitted
+in between runs unthrottled, so `set` waits until each broker reports its value."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from remediation.executor import throttle
+from remediation.executor.cluster import KafkaCluster
+from remediation.executor.store import ActionStore
+
+ACTOR = "executor"
+THROTTLE_VISIBLE_SECONDS = 10.0
+
+
+class Throttles:
+    """The throttles of the actions one executor runs."""
+
+    def __init__(self, store: ActionStore, cluster: KafkaCluster) -> None:
+        self.store = store
+        self.cluster = cluster
+
+    def _journal(self, action_id: str) -> dict[str, Any]:
+        row = self.store.get(action_id)
+        assert row is not None  # actions are never deleted
+        return dict(row.journal)
+
+    def apply(self, action_id: str, kind: str, wanted: throttle.Configs) -> None:
+        """Set throttles once per action, saving what was there first (in the journal)."""
+        if not wanted:
+            return
+        known = dict(self._journal(action_id).get("throttles", {}))
+        if kind in known:
+            return  # set by an earlier step or an earlier executor
+        keys = {k for keys in wanted.values() for k in keys}
+        found = self.cluster.configs(wanted, keys)
+        target = throttle.merged(wanted, found)
+        known[kind] = {"saved": throttle.saved_values(target, found), "restored": False}
+        self.store.update_journal(action_id, throttles=known)
+        self.cluster.alter_configs(throttle.changes(target, found))
+        self.store.note(action_id, ACTOR, f"throttle set: {throttle.describe(target)}")
+        late = self._await_brokers(target, keys)
+        if late:
+            self.store.note(action_id, ACTOR, f"throttle not yet applied by {late} after "
+                            f"{THROTTLE_VISIBLE_SECONDS:.0f} s; going on")
+
+    def _await_brokers(self, target: throttle.Configs, keys: set[str]) -> str:
+        """Wait until each broker reports the values it was given (DescribeConfigs of a
+        broker is answered by that broker); the ones that do not, named, after the wait."""
+        brokers = {r: v for r, v in target.items() if throttle.split(r)[0] == "broker"}
+        deadline = time.monotonic() + THROTTLE_VISIBLE_SECONDS
+        while brokers:
+            found = self.cluster.configs(brokers, keys)
+            brokers = {r: v for r, v in brokers.items()
+                       if any(found[r].get(k) != value for k, value in v.items())}
+            if not brokers or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        return ", ".join(sorted(brokers))
+
+    def restore(self, action_id: str) -> None:
+        """Put back every config this action's throttles replaced (once)."""
+        known = dict(self._journal(action_id).get("throttles", {}))
+        for kind, entry in known.items():
+            if entry.get("restored"):
+                continue
+            self.cluster.alter_configs(entry["saved"])
+            known[kind] = {**entry, "restored": True}
+            self.store.update_journal(action_id, throttles=known)
+            restored = throttle.describe(entry["saved"])
+            self.store.note(action_id, ACTOR, f"throttle removed, configs restored: {restored}")

@@ -1,0 +1,137 @@
+"""The job's streaming query: Kafka sources, the JVM prescreen, decode and validate,
+the detector on the state store, and the foreachBatch sink (streams/sink.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from core.config import Config
+from streams.detect_types import DetectSettings
+from streams.stateful import OUTCOME_DDL, STATE_DDL
+
+INPUT_TOPICS = {"broker-metrics": "broker-metric", "logdir-events": "logdir-event",
+                "cluster-snapshots": "cluster-snapshot"}
+QUERY_NAME = "selfheal-detect"
+PRESCREEN = "prescreen"  # the observed metrics of the fast path
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+Say = Callable[[str], None]
+
+
+class JobError(RuntimeError):
+    """The job cannot run here; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """How to run the job; the defaults come from the `[stream]` config section."""
+
+    checkpoint: Path
+    trigger_seconds: float
+    available_now: bool = False
+    starting_offsets: str = "latest"
+    master: str | None = None
+    metrics_port: int = 0
+
+    @classmethod
+    def from_config(cls, config: Config, **overrides: Any) -> JobOptions:
+        stream = config.stream
+        values: dict[str, Any] = {
+            "checkpoint": stream.checkpoint_dir / "detect",
+            "trigger_seconds": stream.trigger_interval_seconds,
+            "starting_offsets": stream.starting_offsets,
+            "metrics_port": stream.metrics_http_port,
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+def _warm(frames: Any) -> Any:
+    import pandas as pd
+
+    from streams.validate import suites
+
+    suites()  # imports GX and builds the suites in this Python worker
+    for _ in frames:
+        pass
+    yield pd.DataFrame({"ready": [True]})
+
+
+def warm_up(spark: Any) -> None:
+    """Start the Python workers with GX loaded before the query does (the first batch
+    would otherwise take seconds more), and fail here, plainly, if the executors'
+    Python lacks what the job needs."""
+    tasks = max(1, spark.sparkContext.defaultParallelism)
+    try:
+        spark.range(tasks, numPartitions=tasks).mapInPandas(_warm, "ready BOOLEAN").collect()
+    except Exception as exc:
+        raise JobError(
+            "the Spark executors cannot run the job's Python code (they need this package "
+            "with pandas, pyarrow and great-expectations; set PYSPARK_PYTHON to a Python "
+            f"that has them): {str(exc).splitlines()[0]}") from exc
+
+
+def build_query(spark: Any, config: Config, options: JobOptions,
+                sink: Callable[[Any, int], None]) -> Any:
+    """Define and start the streaming query."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from streams.facts import FactLimits
+    from streams.prescreen import fast_path
+    from streams.signals import SIGNAL_DDL, to_signals
+    from streams.stateful import detect_group
+
+    topics = {config.topic(name): schema for name, schema in INPUT_TOPICS.items()}
+    stream = config.stream
+
+    def read(name: str, limit: int | None = None) -> Any:
+        reader = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", config.bus.bootstrap_servers)
+            .option("subscribe", config.topic(name))
+            .option("startingOffsets", options.starting_offsets)
+            # The 500 ms default made every batch wait about a second for its last fetch.
+            .option("kafka.fetch.max.wait.ms", "10")
+        )
+        if limit is not None:
+            reader = reader.option("maxOffsetsPerTrigger", str(limit))
+        return reader.load().select("topic", "partition", "offset", "timestamp", "value")
+
+    # One source per topic, so each has its own limit: a backlog of metrics never holds
+    # back a log-dir event (a shared limit is split by lag, one record per partition).
+    metrics = (
+        read("broker-metrics", stream.max_offsets_per_trigger)
+        # Certainly-valid partition-size samples stop here, in the JVM: they are nearly
+        # all the input and detection does not read them (streams/prescreen.py).
+        .withColumn("fast", fast_path(config.topic("broker-metrics")))
+        .observe(PRESCREEN, F.count(F.lit(1)).alias("rows"),
+                 F.sum(F.col("fast").cast("long")).alias("fast"))
+        .where(~F.col("fast"))
+        .drop("fast")
+    )
+    source = metrics.unionByName(read("logdir-events")).unionByName(
+        read("cluster-snapshots", stream.max_snapshots_per_trigger))
+    # Not one validating task per topic partition: each GX run has a fixed cost, so
+    # fewer, bigger frames are cheaper.
+    tasks = stream.validate_tasks or spark.sparkContext.defaultParallelism
+    signals = (
+        source.coalesce(max(1, tasks))
+        .mapInPandas(partial(to_signals, schemas=topics,
+                             limits=FactLimits.from_config(config.detect)), SIGNAL_DDL)
+        .withWatermark("event_ts", f"{stream.watermark_delay_seconds} seconds")
+    )
+    outcomes = signals.groupBy("key").applyInPandasWithState(
+        detect_group(DetectSettings.from_config(config.detect)), OUTCOME_DDL, STATE_DDL,
+        "append", GroupStateTimeout.NoTimeout)
+    writer = (outcomes.writeStream.queryName(QUERY_NAME).foreachBatch(sink)
+              .option("checkpointLocation", str(options.checkpoint)))
+    if options.available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{options.trigger_seconds} seconds")
+    return writer.start()

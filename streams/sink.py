@@ -1,0 +1,84 @@
+"""The job's foreachBatch body, on the driver: each decision becomes signed actions
+(planned by streams/propose.py), which go to the bus with the batch's dead letters; a
+failed delivery fails the batch, which Spark then runs again."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from core import clock
+from core.config import Config
+from streams.detect_types import Decision
+from streams.metrics import BatchOutput, StreamMetrics
+from streams.propose import Proposer, describe
+from streams.query import Say
+from streams.stateful import DEAD_LETTER, DECISION, NOTE
+
+
+class BatchSink:
+    """The foreachBatch body: decisions become actions; actions and dead letters go to
+    the bus; a failed delivery fails the batch, which Spark then runs again."""
+
+    def __init__(self, config: Config, metrics: StreamMetrics, say: Say) -> None:
+        from core.bus import producer
+        from core.signing import signer
+        from streams.snapshot_reader import SnapshotReader
+
+        self.config = config
+        self.metrics = metrics
+        self.say = say
+        self.reader = SnapshotReader(config)
+        self.proposer = Proposer(self.reader, config.detect.disk_skew_threshold)
+        self.producer = producer(config)
+        self.signer = signer(config)
+        self.actions_topic = config.topic("actions")
+        self.dead_letter_topic = config.topic("dead-letter")
+
+    def __call__(self, frame: Any, batch_id: int) -> None:
+        rows = frame.collect()
+        output = BatchOutput()
+        errors: list[str] = []
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is not None:
+                errors.append(f"{msg.topic()}: {err}")
+
+        for row in rows:
+            if row.kind == DEAD_LETTER:
+                letter = json.loads(row.body)
+                self.producer.produce(self.dead_letter_topic, row.body.encode("utf-8"),
+                                      letter["source_topic"].encode("utf-8"),
+                                      on_delivery=delivered)
+                self.metrics.dead_letters.labels(letter["source_topic"]).inc()
+                output.dead_letters += 1
+            elif row.kind == NOTE:
+                self.say(f"note ({row.cluster_id}): {row.body}")
+                self.metrics.notes.inc()
+                output.notes += 1
+        for row in rows:
+            if row.kind != DECISION:
+                continue
+            decision = Decision.from_json(row.body)
+            actions = self.proposer.actions(decision)
+            if not actions:
+                self.say(f"{decision.type} ({decision.cluster_id}): {decision.reason}; the "
+                         "planner found nothing to do")
+            for action in map(self.signer.sign_action, actions):
+                self.producer.produce(self.actions_topic, action.to_json(), action.key(),
+                                      on_delivery=delivered)
+                latency = (clock.epoch_seconds(action.created_at)
+                           - clock.epoch_seconds(action.event_time))
+                self.metrics.actions.labels(action.type).inc()
+                self.metrics.latency.labels(action.type).observe(max(latency, 0.0))
+                output.actions[action.type] += 1
+                self.say(f"action {describe(action)}")
+        left = self.producer.flush(30.0)
+        if errors or left:
+            raise RuntimeError(f"batch {batch_id}: {len(errors) + left} record(s) not "
+                               f"delivered to the bus ({'; '.join(errors[:3]) or 'timeout'})")
+        self.metrics.batch_written(batch_id, output)
+
+    def close(self) -> None:
+        self.producer.flush(10.0)
+        self.reader.close()
