@@ -28,7 +28,7 @@ from tests.conftest import SELFHEAL
 @dataclass(frozen=True)
 class Message:
     key: bytes | None
-    value: bytes
+    value: bytes | None  # None: a tombstone
     headers: tuple[tuple[str, bytes], ...]
     arrived: float  # time.monotonic() when the reader got it
     arrived_at: float  # time.time() of the same moment, to compare with records' times
