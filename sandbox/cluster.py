@@ -25,87 +25,19 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sandbox import configs, jars, processes
+from sandbox import configs, jars, jvm, processes
+from sandbox.jvm import SandboxError
 from sandbox.state import SandboxState, ServerState, default_work_dir, load, state_path
 
 Progress = Callable[[str], None]
 
-BROKER_HEAP = os.environ.get("SELFHEAL_BROKER_HEAP", "384m")
-ZOOKEEPER_HEAP = os.environ.get("SELFHEAL_ZOOKEEPER_HEAP", "128m")
-CONTROLLER_HEAP = os.environ.get("SELFHEAL_CONTROLLER_HEAP", "256m")
 KRAFT_CONTROLLER_ID = 100
 # KIP-858: JBOD in KRaft needs metadata version 3.7-IV2 or later.
 KRAFT_RELEASE_VERSION = "3.9"
-EXPORTER_RULES = Path(__file__).with_name("jmx-exporter.yml")
-
-
-class SandboxError(RuntimeError):
-    """Something the operator can act on; the message says what and how."""
 
 
 def _quiet(_: str) -> None:
     pass
-
-
-# --- JVM commands -------------------------------------------------------------------
-
-
-def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").exists():
-        return str(Path(home) / "bin" / "java")
-    found = shutil.which("java")
-    if not found:
-        raise SandboxError("no `java` on PATH; install a JDK 17 (make deps does)")
-    return found
-
-
-def _jvm_cmd(server: ServerState, heap: str, main_class: str, args: list[str]) -> list[str]:
-    conf_dir = Path(server.config).parent
-    log4j = conf_dir / "log4j.properties"
-    cmd = [
-        _java(),
-        f"-Xms{min(64, _mib(heap))}m",
-        f"-Xmx{heap}",
-        "-XX:+UseSerialGC",
-        "-XX:TieredStopAtLevel=1",
-        "-XX:+ExitOnOutOfMemoryError",
-        "-Djava.awt.headless=true",
-        f"-Dlog4j.configuration=file:{log4j}",
-        f"-Dkafka.logs.dir={conf_dir}",
-    ]
-    if server.exporter_port is not None:
-        cmd.append(
-            f"-javaagent:{jars.jmx_agent()}=127.0.0.1:{server.exporter_port}:{EXPORTER_RULES}"
-        )
-    cmd += ["-cp", jars.classpath("broker"), main_class, *args]
-    return cmd
-
-
-def _mib(heap: str) -> int:
-    unit = heap[-1].lower()
-    value = int(heap[:-1])
-    return value * 1024 if unit == "g" else value
-
-
-def _server_command(server: ServerState) -> list[str]:
-    if server.role == "zookeeper":
-        return _jvm_cmd(
-            server,
-            ZOOKEEPER_HEAP,
-            "org.apache.zookeeper.server.ZooKeeperServerMain",
-            [server.config],
-        )
-    heap = CONTROLLER_HEAP if server.role == "controller" else BROKER_HEAP
-    return _jvm_cmd(server, heap, "kafka.Kafka", [server.config])
-
-
-def _start(state: SandboxState, server: ServerState) -> None:
-    if processes.is_running(server.pid, server.marker):
-        return
-    cmd = _server_command(server)
-    server.pid = processes.spawn(cmd, Path(server.log_file), cwd=Path(state.work_dir))
-    state.save()
 
 
 # --- bring up -----------------------------------------------------------------------
@@ -230,11 +162,11 @@ def up(
             _format_kraft(state, progress)
         head = state.zookeeper or state.controller
         assert head is not None
-        _start(state, head)
+        jvm.start(state, head)
         progress(f"{head.role} starting on 127.0.0.1:{head.port} (pid {head.pid})")
         _wait_port(state, head, timeout)
         for b in state.brokers:
-            _start(state, b)
+            jvm.start(state, b)
             progress(f"broker {b.node_id} ({b.rack or 'no rack'}) starting on "
                      f"127.0.0.1:{b.port} (pid {b.pid})")
         wait_ready(state, timeout=timeout, progress=progress)
@@ -359,7 +291,7 @@ def start_broker(state: SandboxState, broker_id: int, timeout: float = 120.0,
     if processes.is_running(b.pid, b.marker):
         raise SandboxError(f"broker {broker_id} is already running (pid {b.pid})")
     _wait_unregistered(state, broker_id, progress)
-    _start(state, b)
+    jvm.start(state, b)
     progress(f"broker {broker_id} starting (pid {b.pid})")
     wait_ready(state, [broker_id], timeout=timeout, progress=progress)
 
@@ -425,7 +357,7 @@ def start_zookeeper(state: SandboxState, timeout: float = 60.0,
     zk = _zookeeper(state)
     if processes.is_running(zk.pid, zk.marker):
         raise SandboxError(f"ZooKeeper is already running (pid {zk.pid})")
-    _start(state, zk)
+    jvm.start(state, zk)
     progress(f"zookeeper starting on 127.0.0.1:{zk.port} (pid {zk.pid})")
     _wait_port(state, zk, timeout)
 
@@ -506,7 +438,7 @@ def heal_disk(state: SandboxState, broker_id: int, dir_ref: str, timeout: float 
 def _format_kraft_node(state: SandboxState, node: ServerState) -> None:
     """`kafka-storage format` for one KRaft node; dirs already formatted are kept."""
     cmd = [
-        _java(), "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+        jvm.java(), "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
         f"-Dlog4j.configuration=file:{Path(node.config).parent / 'log4j.properties'}",
         "-cp", jars.classpath("broker"), "kafka.tools.StorageTool", "format",
         "-t", state.cluster_id, "-c", node.config,

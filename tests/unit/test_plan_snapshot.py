@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from core.model import ClusterModel
 from schemas.snapshot import (
-    SCHEMA_PATH,
     Broker,
     Partition,
     Replica,
@@ -25,6 +24,7 @@ from schemas.snapshot import (
     parse_snapshot,
     snapshot_from_dict,
 )
+from schemas.snapshot_types import SCHEMA_PATH
 
 SELFHEAL = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "selfheal")
 VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))

@@ -12,7 +12,8 @@ import jsonschema
 
 from bench import synthetic
 from core.model import ClusterModel
-from schemas.snapshot import SCHEMA_PATH, snapshot_from_dict
+from schemas.snapshot import snapshot_from_dict
+from schemas.snapshot_types import SCHEMA_PATH
 
 SELFHEAL = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "selfheal")
 SMALL = {"brokers": 30, "partitions": 600, "failed_dir_every": 10, "dead_brokers": 1, "racks": 5}

@@ -1,0 +1,78 @@
+"""How the sandbox runs its JVMs: the java binary, capped heaps, the JMX exporter agent,
+the classpath from jvm/lib, each server started detached and recorded by PID."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from sandbox import jars, processes
+from sandbox.state import SandboxState, ServerState
+
+BROKER_HEAP = os.environ.get("SELFHEAL_BROKER_HEAP", "384m")
+ZOOKEEPER_HEAP = os.environ.get("SELFHEAL_ZOOKEEPER_HEAP", "128m")
+CONTROLLER_HEAP = os.environ.get("SELFHEAL_CONTROLLER_HEAP", "256m")
+EXPORTER_RULES = Path(__file__).with_name("jmx-exporter.yml")
+
+
+class SandboxError(RuntimeError):
+    """Something the operator can act on; the message says what and how."""
+
+
+def java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if not found:
+        raise SandboxError("no `java` on PATH; install a JDK 17 (make deps does)")
+    return found
+
+
+def _jvm_cmd(server: ServerState, heap: str, main_class: str, args: list[str]) -> list[str]:
+    conf_dir = Path(server.config).parent
+    log4j = conf_dir / "log4j.properties"
+    cmd = [
+        java(),
+        f"-Xms{min(64, _mib(heap))}m",
+        f"-Xmx{heap}",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-XX:+ExitOnOutOfMemoryError",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j.configuration=file:{log4j}",
+        f"-Dkafka.logs.dir={conf_dir}",
+    ]
+    if server.exporter_port is not None:
+        cmd.append(
+            f"-javaagent:{jars.jmx_agent()}=127.0.0.1:{server.exporter_port}:{EXPORTER_RULES}"
+        )
+    cmd += ["-cp", jars.classpath("broker"), main_class, *args]
+    return cmd
+
+
+def _mib(heap: str) -> int:
+    unit = heap[-1].lower()
+    value = int(heap[:-1])
+    return value * 1024 if unit == "g" else value
+
+
+def server_command(server: ServerState) -> list[str]:
+    if server.role == "zookeeper":
+        return _jvm_cmd(
+            server,
+            ZOOKEEPER_HEAP,
+            "org.apache.zookeeper.server.ZooKeeperServerMain",
+            [server.config],
+        )
+    heap = CONTROLLER_HEAP if server.role == "controller" else BROKER_HEAP
+    return _jvm_cmd(server, heap, "kafka.Kafka", [server.config])
+
+
+def start(state: SandboxState, server: ServerState) -> None:
+    if processes.is_running(server.pid, server.marker):
+        return
+    cmd = server_command(server)
+    server.pid = processes.spawn(cmd, Path(server.log_file), cwd=Path(state.work_dir))
+    state.save()

@@ -1,0 +1,103 @@
+"""The cluster snapshot's typed records (schemas/snapshot.py reads and checks them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SCHEMA_PATH = Path(__file__).with_name("cluster-snapshot.schema.json")
+SNAPSHOT_VERSION = 1
+NO_LEADER = -1
+
+
+class SnapshotError(ValueError):
+    """A snapshot that is not valid JSON, breaks the schema, or contradicts itself.
+
+    `path` names the first bad field (``partitions[3].replicas[1].broker``); `kind` is
+    "io" (unreadable), "json" (not JSON), "schema" (breaks cluster-snapshot.schema.json)
+    or "consistency" (valid structure, but a reference or a duplicate the schema cannot
+    see).
+    """
+
+    def __init__(self, path: str, problem: str, kind: str = "schema") -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+        self.kind = kind
+
+
+@dataclass(frozen=True, slots=True)
+class LogDir:
+    path: str
+    online: bool
+    total_bytes: int | None = None
+    usable_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Broker:
+    id: int
+    rack: str | None
+    alive: bool
+    log_dirs: tuple[LogDir, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    broker: int
+    log_dir: str | None
+    size_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    topic: str
+    partition: int
+    leader: int
+    isr: tuple[int, ...]
+    replicas: tuple[Replica, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    member_id: str
+    client_id: str
+    rack: str | None
+    topics: tuple[str, ...]
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroup:
+    group: str
+    members: tuple[Member, ...]
+
+
+@dataclass(slots=True)
+class DirReplicas:
+    """The replicas on one log dir of one broker (`path` None: those whose dir is
+    unknown), as the loader met them while checking that the dir exists."""
+
+    broker: int
+    path: str | None
+    sizes: list[int] = field(default_factory=list)
+    partitions: list[int] = field(default_factory=list)  # indexes into Snapshot.partitions
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    cluster_id: str
+    taken_at: str
+    brokers: tuple[Broker, ...]
+    partitions: tuple[Partition, ...]
+    consumer_groups: tuple[ConsumerGroup, ...] = ()
+    version: int = SNAPSHOT_VERSION
+    # Derived, not part of the document: every (broker, dir) of the brokers, empty ones
+    # too, with what the loader found there. Empty when the snapshot was built by hand.
+    replicas_by_dir: dict[tuple[int, str | None], DirReplicas] = field(
+        default_factory=dict, compare=False, repr=False
+    )
