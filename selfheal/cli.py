@@ -26,6 +26,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "streams.cli",  # selfheal stream
     "remediation.service.cli",  # selfheal serve
     "remediation.executor.cli",  # selfheal execute
+    "sandbox.airflow_cli",  # selfheal airflow up|down|status
 )
 
 

@@ -1,0 +1,87 @@
+"""Fixtures of the Airflow tests: a sandbox with fewer racks than brokers, an Airflow
+metadata database, and `dag.test()` run in a subprocess against a real serve.
+
+The sandbox here has 3 brokers over 2 racks (brokers 0 and 2 share rack1), so a
+partition can violate KIP-36 rack diversity and leaders can be uneven by rack while even
+by broker. It comes up once per session and goes down by PID.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox import cluster
+from sandbox.airflow import DAGS_FOLDER, environment, prepare
+from sandbox.state import SandboxState
+from tests.integration.serve_harness import Bench
+
+REPO = Path(__file__).resolve().parents[2]
+RESULT = "@@RESULT@@"
+
+
+@pytest.fixture(scope="session")
+def rack_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxState]:
+    """ZooKeeper + 3 brokers x 2 log dirs over 2 racks."""
+    state = cluster.up(tmp_path_factory.mktemp("sandbox-airflow"), racks=2,
+                       progress=lambda m: print(f"[sandbox] {m}", file=sys.stderr))
+    try:
+        yield state
+    finally:
+        cluster.down(state.reload())
+
+
+@pytest.fixture(scope="session")
+def airflow_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """An AIRFLOW_HOME with a migrated SQLite database and the kafka_reassignment pool;
+    the environment that points Airflow at it and at airflow/dags."""
+    home = tmp_path_factory.mktemp("airflow-home")
+    env = environment(home, 0, secrets.token_hex(32))
+    prepare(home, env)
+    return {k: v for k, v in env.items() if k.startswith("AIRFLOW") or k == "AIRFLOW_HOME"} | {
+        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_FOLDER),
+        "SELFHEAL_AIRFLOW_DATA_DIR": str(home / "selfheal-runs")}
+
+
+@dataclass
+class DagResult:
+    state: str
+    tasks: dict[str, dict[str, Any]]
+    xcom: dict[str, Any]
+    output: str
+
+    def task_state(self, task_id: str) -> str:
+        return self.tasks[task_id]["state"]
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return self.xcom.get("report.return_value") or self.xcom.get("report.summary") or {}
+
+
+def run_dag(dag_id: str, bench: Bench, airflow_env: dict[str, str], serve_url: str | None,
+            conf: dict[str, Any] | None = None, timeout: float = 540,
+            **opts: Any) -> DagResult:
+    """`dag.test()` of ``dag_id`` in a subprocess with the bench's selfheal environment
+    (its topic prefix, token, the sandbox) and the connection to its serve."""
+    env = {**bench.env, **airflow_env, "PYTHONPATH": str(REPO)}
+    if serve_url is not None:
+        host, _, port = serve_url.removeprefix("http://").rpartition(":")
+        env["AIRFLOW_CONN_SELFHEAL_SERVE"] = json.dumps(
+            {"conn_type": "http", "host": host, "port": int(port), "password": bench.token})
+    args = json.dumps({"conf": conf or {}, "retry_delay": 1, "poke_interval": 1, **opts})
+    done = subprocess.run([sys.executable, "-m", "tests.airflow.dag_runner", dag_id, args],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    output = done.stdout + done.stderr
+    lines = [x for x in done.stdout.splitlines() if x.startswith(RESULT)]
+    assert done.returncode == 0 and lines, f"dag.test of {dag_id} broke:\n{output[-6000:]}"
+    doc = json.loads(lines[-1].removeprefix(RESULT))
+    return DagResult(doc["state"], doc["tasks"], doc["xcom"], output)
+
