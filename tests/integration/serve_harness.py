@@ -289,19 +289,24 @@ def placed_topic(state: SandboxState, prefix: str,
 
 def leader_tilted_topic(state: SandboxState, prefix: str, replicas: list[int],
                         new_leader: int) -> str:
-    """A topic whose partition 0 has `replicas` (led by the first), plus as many partitions
-    led by that broker as it takes for moving partition 0's leader to `new_leader` to even
-    leaders out cluster-wide (the executor supersedes a leader plan that does not)."""
+    """A topic whose partition 0 has `replicas` (led by the first), and, beside it, as many
+    partitions led by that broker as it takes for moving partition 0's leader to
+    `new_leader` to even leaders out cluster-wide (the executor supersedes a leader plan
+    that does not). Counted again after each topic: leaders elsewhere may still move."""
     from remediation.executor.checks import leader_counts
 
-    with open_admin(state.bootstrap_servers) as admin:
-        doc = read_snapshot(admin, state.cluster_id)
-    counts = leader_counts(p["leader"] for p in doc["partitions"])
     heavy = replicas[0]
-    extra = max(0, counts.get(new_leader, 0) + 1 - counts.get(heavy, 0))
     others = [b for b in replicas if b != new_leader] + [new_leader]
-    return placed_topic(state, prefix, {0: replicas,
-                                        **{p: others for p in range(1, extra + 1)}})
+    topic = placed_topic(state, prefix, {0: replicas})
+    for _ in range(5):
+        with open_admin(state.bootstrap_servers) as admin:
+            doc = read_snapshot(admin, state.cluster_id)
+        counts = leader_counts(p["leader"] for p in doc["partitions"])
+        missing = counts.get(new_leader, 0) + 2 - counts.get(heavy, 0)
+        if missing <= 0:
+            return topic
+        placed_topic(state, f"{prefix}-weight", {p: others for p in range(missing)})
+    raise AssertionError(f"broker {heavy} never led 2 more partitions than {new_leader}")
 
 
 def reorder_plan(topic: str, replicas: list[int]) -> dict[str, Any]:
