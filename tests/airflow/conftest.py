@@ -57,6 +57,7 @@ class DagResult:
     tasks: dict[str, dict[str, Any]]
     xcom: dict[str, Any]
     output: str
+    seconds: float
 
     def task_state(self, task_id: str) -> str:
         return self.tasks[task_id]["state"]
@@ -83,5 +84,6 @@ def run_dag(dag_id: str, bench: Bench, airflow_env: dict[str, str], serve_url: s
     lines = [x for x in done.stdout.splitlines() if x.startswith(RESULT)]
     assert done.returncode == 0 and lines, f"dag.test of {dag_id} broke:\n{output[-6000:]}"
     doc = json.loads(lines[-1].removeprefix(RESULT))
-    return DagResult(doc["state"], doc["tasks"], doc["xcom"], output)
+    print(f"[figures] dag.test {dag_id}: {doc['state']} in {doc['seconds']} s", file=sys.stderr)
+    return DagResult(doc["state"], doc["tasks"], doc["xcom"], output, doc["seconds"])
 

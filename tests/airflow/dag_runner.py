@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from datetime import timedelta
 
 
@@ -37,13 +38,16 @@ def main() -> int:
             task.max_retry_delay = timedelta(seconds=opts["retry_delay"] * 4)
         if "poke_interval" in opts and hasattr(task, "poke_interval"):
             task.poke_interval = opts["poke_interval"]
+    began = time.monotonic()
     run = dag.test(run_conf=opts.get("conf") or {})
+    seconds = round(time.monotonic() - began, 1)
     with create_session() as session:
         tis = session.query(TaskInstance).filter_by(dag_id=dag_id, run_id=run.run_id).all()
         xcoms = session.query(XComModel).filter_by(dag_id=dag_id, run_id=run.run_id).all()
         result = {
             "run_id": run.run_id,
             "state": str(run.state),
+            "seconds": seconds,
             "tasks": {ti.task_id: {"state": str(ti.state), "try_number": ti.try_number}
                       for ti in tis},
             "xcom": {f"{x.task_id}.{x.key}": XComModel.deserialize_value(x) for x in xcoms},
