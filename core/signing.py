@@ -3,7 +3,8 @@
 An action id is a hash anyone can compute, so it proves nothing about who wrote the
 record. Every action on the bus therefore carries ``signature``: ``hmac-sha256:`` and the
 hex HMAC-SHA256, under ``[cluster] action_signing_key``, of the record's canonical JSON
-without the signature (sorted keys, no whitespace: the text the id is hashed from too).
+without the signature (sorted keys, no whitespace), as the typed record writes it, so a
+field left out and the same field written null sign alike.
 `serve` verifies before it stores anything; a record without a signature, or with one
 that does not match, is refused with the reason and dead-lettered.
 """
@@ -39,25 +40,26 @@ class ActionSigner:
         text = canonical_json(body).encode("utf-8")
         return SCHEME + hmac.new(self._key, text, hashlib.sha256).hexdigest()
 
-    def sign(self, record: Mapping[str, Any]) -> dict[str, Any]:
-        """A copy of ``record`` with its signature (any old one replaced)."""
-        return {**{k: v for k, v in record.items() if k != FIELD}, FIELD: self._mac(record)}
-
     def sign_action(self, action: Action) -> Action:
-        """The action record with its signature."""
+        """The action with its signature, over its record as the wire carries it."""
         return dataclasses.replace(action, signature=self._mac(action.to_dict()))
 
-    def verify(self, record: Mapping[str, Any]) -> None:
-        """Raise `SignatureError` unless ``record`` carries this key's signature of itself."""
-        given = record.get(FIELD)
+    def sign(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """A schema-valid action record, signed (any old signature replaced); its fields as
+        the typed record writes them."""
+        return self.sign_action(Action.from_dict(record)).to_dict()
+
+    def verify(self, action: Action) -> None:
+        """Raise `SignatureError` unless ``action`` carries this key's signature of itself."""
+        given = action.signature
         if given is None:
             raise SignatureError(
                 "unsigned: the record carries no signature, so nothing says the job or an "
                 "operator proposed it; actions are signed by `selfheal stream` and "
                 "`selfheal execute` with [cluster] action_signing_key")
-        if not isinstance(given, str) or not given.startswith(SCHEME):
+        if not given.startswith(SCHEME):
             raise SignatureError(f"signature: expected '{SCHEME}<hex>', got {given!r:.80}")
-        if not hmac.compare_digest(given, self._mac(record)):
+        if not hmac.compare_digest(given, self._mac(action.to_dict())):
             raise SignatureError(
                 "signature does not match: the record was altered after it was signed, or "
                 "signed with another key (check that the job, the CLI and serve share "

@@ -16,6 +16,7 @@ from functools import cache
 from typing import Any, ClassVar, Self
 
 from schemas import wire
+from schemas.plans import PartitionAssignment, action_elections, action_targets
 from schemas.registry import dumps, schema, validate
 
 
@@ -73,7 +74,8 @@ def _build(cls: Any, data: Mapping[str, Any]) -> Any:
 
 def _to_json(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: _to_json(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if f.init}  # init=False fields are derived, not part of the record
     if isinstance(value, (tuple, list)):
         return [_to_json(v) for v in value]
     if isinstance(value, Mapping):
@@ -92,6 +94,12 @@ class Record:
     def from_dict(cls, data: Any) -> Self:
         """Validate ``data`` against the schema (`RecordError` if bad) and build the record."""
         validate(cls.SCHEMA, data)
+        return typing.cast(Self, _build(cls, data))
+
+    @classmethod
+    def from_stored(cls, data: Mapping[str, Any]) -> Self:
+        """Build from a dict this process's store accepted before (validated then): no
+        second schema check."""
         return typing.cast(Self, _build(cls, data))
 
     @classmethod
@@ -190,6 +198,12 @@ class Action(Record):
     summary: Summary
     version: int = 1
     signature: str | None = None
+    # The plan's partition targets and elections, typed on first use and kept: the
+    # executor reads them at every step of a plan of up to millions of replicas.
+    _targets: tuple[PartitionAssignment, ...] | None = dataclasses.field(
+        default=None, init=False, repr=False, compare=False)
+    _elections: tuple[tuple[str, int], ...] | None = dataclasses.field(
+        default=None, init=False, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """As every record, less ``signature`` while unsigned (it is not part of the
@@ -198,6 +212,24 @@ class Action(Record):
         if data.get("signature") is None:
             data.pop("signature", None)
         return data
+
+    @property
+    def is_page(self) -> bool:
+        return self.type == "page_operator"
+
+    def targets(self) -> tuple[PartitionAssignment, ...]:
+        """The partition targets of the plan; none for pages and consumer assignments."""
+        if self._targets is None:
+            object.__setattr__(self, "_targets", action_targets(self.type, self.plan))
+        assert self._targets is not None
+        return self._targets
+
+    def elections(self) -> tuple[tuple[str, int], ...]:
+        """(topic, partition) of the preferred elections a leader plan asks for."""
+        if self._elections is None:
+            object.__setattr__(self, "_elections", action_elections(self.type, self.plan))
+        assert self._elections is not None
+        return self._elections
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -22,15 +22,14 @@ from dataclasses import dataclass
 from core.model import ClusterModel
 from core.plan.errors import PlanError
 from core.plan.formats import (
-    ANY_DIR,
     DirMove,
     DiskPlan,
-    PartitionAssignment,
     Reassignment,
     SkippedBroker,
     first_lines,
     human_bytes,
 )
+from schemas.plans import ANY_DIR, PartitionAssignment
 
 DEFAULT_THRESHOLD = 1.10
 # Limits are floats over byte counts; a dir within this share of its limit is at it, so

@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-ANY_DIR = "any"  # KIP-113: the broker picks the dir
-
+# The partition target is the wire's own type; planners may name it from here too.
+from schemas.plans import ANY_DIR as ANY_DIR
+from schemas.plans import PartitionAssignment as PartitionAssignment
 
 EXPLAIN_LINES = 40  # item lines an --explain summary shows before "... and N more"
 
@@ -43,26 +44,6 @@ class TopicPartition:
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionAssignment:
-    """The target replica list of one partition; `log_dirs` None leaves dirs unsaid."""
-
-    topic: str
-    partition: int
-    replicas: tuple[int, ...]
-    log_dirs: tuple[str, ...] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "topic": self.topic,
-            "partition": self.partition,
-            "replicas": list(self.replicas),
-        }
-        if self.log_dirs is not None:
-            out["log_dirs"] = list(self.log_dirs)
-        return out
 
 
 @dataclass(frozen=True, slots=True)

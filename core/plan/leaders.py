@@ -27,13 +27,8 @@ from collections import Counter
 from collections.abc import Iterable
 
 from core.model import ClusterModel
-from core.plan.formats import (
-    ANY_DIR,
-    LeaderPlan,
-    PartitionAssignment,
-    Reassignment,
-    TopicPartition,
-)
+from core.plan.formats import LeaderPlan, Reassignment, TopicPartition
+from schemas.plans import ANY_DIR, PartitionAssignment
 
 
 class _Leadership:

@@ -15,15 +15,8 @@ import heapq
 from collections import Counter
 
 from core.model import ClusterModel
-from core.plan.formats import (
-    ANY_DIR,
-    OfflinePlan,
-    PartitionAssignment,
-    Reassignment,
-    Unrecoverable,
-    first_lines,
-    human_bytes,
-)
+from core.plan.formats import OfflinePlan, Reassignment, Unrecoverable, first_lines, human_bytes
+from schemas.plans import ANY_DIR, PartitionAssignment
 from schemas.snapshot import Partition
 
 _Entry = tuple[int, int, int]  # (replica count, bytes, broker)

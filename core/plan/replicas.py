@@ -16,7 +16,8 @@ from collections import Counter
 from collections.abc import Mapping
 
 from core.plan.errors import PlanError
-from core.plan.formats import PartitionAssignment, Reassignment
+from core.plan.formats import Reassignment
+from schemas.plans import PartitionAssignment
 
 
 def _java_order(text: str) -> bytes:

@@ -20,7 +20,8 @@ from functools import cached_property
 
 from core.model import ClusterModel
 from core.plan.disks import DEFAULT_THRESHOLD, broker_usage, is_skewed, skew
-from remediation.executor.actions import Action, PartitionTarget
+from schemas.plans import PartitionAssignment
+from schemas.records import Action
 from schemas.snapshot import Partition
 
 TP = tuple[str, int]
@@ -199,7 +200,7 @@ def _replicas(p: Partition) -> tuple[int, ...]:
     return tuple(r.broker for r in p.replicas)
 
 
-def _can_take(view: LiveView, broker: int, t: PartitionTarget) -> str | None:
+def _can_take(view: LiveView, broker: int, t: PartitionAssignment) -> str | None:
     model = view.model
     if broker not in model.alive:
         return f"broker {broker}, which the plan copies {t.name} to, is down"
@@ -211,7 +212,7 @@ def _can_take(view: LiveView, broker: int, t: PartitionTarget) -> str | None:
     return None
 
 
-def _fix_offline_stale(t: PartitionTarget, p: Partition, view: LiveView) -> str | None:
+def _fix_offline_stale(t: PartitionAssignment, p: Partition, view: LiveView) -> str | None:
     model = view.model
     current = _replicas(p)
     offline = {r.broker for r in p.replicas if model.is_offline(r)}
@@ -236,7 +237,7 @@ def _fix_offline_stale(t: PartitionTarget, p: Partition, view: LiveView) -> str 
     return None
 
 
-def _move_dirs_stale(t: PartitionTarget, p: Partition, view: LiveView) -> str | None:
+def _move_dirs_stale(t: PartitionAssignment, p: Partition, view: LiveView) -> str | None:
     model = view.model
     if set(_replicas(p)) != set(t.replicas):
         return f"the replicas of {t.name} changed to {list(_replicas(p))} since the plan"
@@ -262,7 +263,7 @@ def _move_dirs_stale(t: PartitionTarget, p: Partition, view: LiveView) -> str | 
     return None if pending else _DONE
 
 
-def _leaders_stale(t: PartitionTarget, p: Partition, view: LiveView) -> str | None:
+def _leaders_stale(t: PartitionAssignment, p: Partition, view: LiveView) -> str | None:
     model = view.model
     current = _replicas(p)
     if set(current) != set(t.replicas):
@@ -348,7 +349,7 @@ def status(action: Action, view: LiveView) -> Status:
     return Status(tuple(done), tuple(flying), tuple(waiting))
 
 
-def _dir_progress(t: PartitionTarget, p: Partition, view: LiveView) -> tuple[str, str]:
+def _dir_progress(t: PartitionAssignment, p: Partition, view: LiveView) -> tuple[str, str]:
     dirs = {r.broker: r.log_dir for r in p.replicas}
     moving, waiting = [], []
     for b in t.replicas:
@@ -425,7 +426,7 @@ def verify(action: Action, view: LiveView) -> list[str]:
     return out
 
 
-def _misplaced(t: PartitionTarget, p: Partition, view: LiveView) -> list[str]:
+def _misplaced(t: PartitionAssignment, p: Partition, view: LiveView) -> list[str]:
     model = view.model
     dirs = {r.broker: r.log_dir for r in p.replicas}
     out = []

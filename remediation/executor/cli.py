@@ -71,7 +71,7 @@ def _execute(args: argparse.Namespace) -> int:
     try:
         raw = dumps(sign.sign(wire.record("action", raw)))
     except RecordError:
-        pass
+        pass  # refused below, with the decoder's reason
 
     def say(message: str) -> None:
         print(message, file=sys.stderr, flush=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from remediation.executor.actions import ACTION_TYPES, Action
+from schemas.records import ACTION_TYPES, Action
 
 if TYPE_CHECKING:
     from core.model import ClusterModel
@@ -193,7 +193,7 @@ def policy_from_mapping(data: Mapping[str, Any], source: str = "policy") -> Poli
     _known(data, {"actions", "limits", "breaker"}, source, "")
     modes = dict(DEFAULT_MODES)
     actions = _table(data, "actions", source)
-    _known(actions, ACTION_TYPES, source, "actions.")
+    _known(actions, frozenset(ACTION_TYPES), source, "actions.")
     for name, value in actions.items():
         if value not in MODES:
             raise PolicyError(f"{source}: actions.{name} = {value!r}; use \"auto\" or \"approve\"")

@@ -23,13 +23,14 @@ from core import clock
 from core.plan.disks import DEFAULT_THRESHOLD
 from core.signing import ActionSigner, SignatureError
 from remediation.executor import checks, throttle
-from remediation.executor.actions import Action, ActionError, parse_action, parse_action_json
+from remediation.executor.actions import ActionError, parse_action_json, stored_action
 from remediation.executor.checks import LiveView
 from remediation.executor.cluster import ClusterError, KafkaCluster
 from remediation.executor.lifecycle import State, reopen_refusal
 from remediation.executor.policy import ClusterHealth, Policy, Ruling
 from remediation.executor.store import ActionRow, ActionStore
 from remediation.executor.throttling import ACTOR, Throttles
+from schemas.records import Action
 
 HOUR = timedelta(hours=1)
 # Metadata, the reassignment list and DescribeLogDirs come from different brokers at
@@ -101,7 +102,7 @@ class Executor:
             self.store.reject(raw or b"", reason, ACTOR, source=source)
             return Received("rejected", reason)
         try:
-            self.signer.verify(action.record)
+            self.signer.verify(action)
         except SignatureError as exc:
             reason = f"refused, nothing executed: {exc}"
             self.store.reject(raw or b"", reason, ACTOR, action_id=action.action_id,
@@ -186,7 +187,7 @@ class Executor:
         """Advance one action by one step, from whatever state it is in."""
         if not self.is_leader():
             return
-        action = parse_action(row.record)
+        action = stored_action(row.record)
         if row.id not in self._seen:
             self._seen.add(row.id)
             if row.state is not State.APPROVED:
@@ -352,7 +353,7 @@ class Executor:
         self.throttles.restore(row.id)
         row = self.store.transition(row.id, State.VERIFYING, ACTOR, reason)
         self.store.update_journal(row.id, verifying_at=clock.text(self._clock()))
-        self._verify(self._fresh(row), parse_action(row.record))
+        self._verify(self._fresh(row), stored_action(row.record))
 
     def _verify(self, row: ActionRow, action: Action) -> None:
         self.throttles.restore(row.id)  # in case the executor stopped between the moves and here

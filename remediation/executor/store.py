@@ -17,10 +17,11 @@ from typing import Any
 
 from core import clock
 from remediation.executor import lifecycle
-from remediation.executor.actions import Action, ActionError, parse_action_json
+from remediation.executor.actions import ActionError, parse_action_json
 from remediation.executor.lifecycle import State
 from remediation.executor.store_db import StoreError
 from remediation.executor.store_side import ServiceTables
+from schemas.records import Action
 
 REJECTED = "rejected"  # audit to_state of a record that never became an action
 DUPLICATE = "duplicate proposal ignored"
@@ -113,7 +114,7 @@ class ActionStore(ServiceTables):
             if row is not None:
                 # Same id, other content: a planner bug or a hash collision; keep the first
                 # (it may already be running) but say so in the audit.
-                differs = row["record"] != action.to_json()
+                differs = row["record"] != _record_text(action)
                 self._audit(db, action.action_id, row["state"], row["state"], actor,
                             DUPLICATE + (" (record differs from the stored one)" if differs
                                          else ""), source=source)
@@ -123,7 +124,7 @@ class ActionStore(ServiceTables):
                 "INSERT INTO actions (id, cluster, type, state, record, created_at, updated_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (action.action_id, action.cluster_id, action.type, State.PROPOSED.value,
-                 action.to_json(), clock.text(action.created_at), now),
+                 _record_text(action), clock.text(clock.parse(action.created_at)), now),
             )
             self._audit(db, action.action_id, None, State.PROPOSED.value, actor,
                         action.reason or "proposed", source=source)
@@ -192,7 +193,7 @@ class ActionStore(ServiceTables):
             db.execute(
                 "UPDATE actions SET state = ?, record = ?, updated_at = ?, error = NULL,"
                 " journal = '{}', cancel_request = NULL WHERE id = ?",
-                (State.PROPOSED.value, action.to_json(), self._now_text(), action.action_id))
+                (State.PROPOSED.value, _record_text(action), self._now_text(), action.action_id))
             self._audit(db, action.action_id, row["state"], State.PROPOSED.value, actor,
                         reason, source=source)
             return _action_row(self._row(db, action.action_id))
@@ -338,6 +339,11 @@ class ActionStore(ServiceTables):
             rows = self._db.execute("SELECT * FROM audit WHERE to_state = ? ORDER BY id",
                                     (REJECTED,)).fetchall()
         return tuple(_audit_entry(r) for r in rows)
+
+def _record_text(action: Action) -> str:
+    """How the store keeps an action's record: its wire JSON, keys sorted."""
+    return json.dumps(action.to_dict(), sort_keys=True, separators=(",", ":"))
+
 
 def _action_row(r: sqlite3.Row) -> ActionRow:
     cancel = r["cancel_request"]

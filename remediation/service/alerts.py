@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from core import clock
-from remediation.executor.actions import parse_action
+from remediation.executor.actions import stored_action
 from remediation.executor.store import ActionRow, ActionStore
 from remediation.executor.store_side import AlertRow
 from schemas import wire
@@ -154,7 +154,7 @@ def stored_alert(row: AlertRow) -> Alert:
 
 
 def _score(row: ActionRow, broker: int, log_dir: str | None) -> int:
-    action = parse_action(row.record)  # rows were validated when they were proposed
+    action = stored_action(row.record)  # rows were validated when they were proposed
     if action.is_page:
         brokers = set(action.plan.get("brokers", ())) | {action.trigger.broker}
         dirs = {_dir(d) for d in action.plan.get("log_dirs", ())} | {_dir(action.trigger.log_dir)}

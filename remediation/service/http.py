@@ -38,7 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from remediation.executor.actions import parse_action
+from remediation.executor.actions import stored_action
 from remediation.executor.lifecycle import State
 from remediation.executor.store import ActionRow, ActionStore
 from remediation.service import metrics, pages
@@ -226,7 +226,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._refusal(exc)
         alerts = [stored_alert(a) for a in svc.store.alerts(row.id) if a.status == "firing"]
         page = pages.render_approval(
-            parse_action(row.record), form_action="/approve",
+            stored_action(row.record), form_action="/approve",
             csrf_token=svc.approvals.signer.csrf_token(claims.nonce), link_token=token,
             current=svc.current(), alert=alerts[-1] if alerts else None,
             reasons=row.journal.get("decision", {}).get("reasons", ()),

@@ -14,9 +14,11 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from core.plan.formats import human_bytes
-from remediation.executor.actions import Action, PartitionTarget, parse_action
+from remediation.executor.actions import stored_action
 from remediation.executor.store import ActionRow, AuditEntry
 from remediation.service.alerts import Alert
+from schemas.plans import PartitionAssignment
+from schemas.records import Action
 
 if TYPE_CHECKING:
     from core.model import ClusterModel
@@ -58,7 +60,7 @@ def current_replicas(model: ClusterModel) -> dict[tuple[str, int], tuple[int, ..
             for p in model.partitions}
 
 
-def describe_target(t: PartitionTarget, action_type: str, current: Current | None) -> str:
+def describe_target(t: PartitionAssignment, action_type: str, current: Current | None) -> str:
     """One partition in plain words, e.g. 'orders-0: replicas [1, 2, 3] -> [1, 2, 4], new
     replica on broker 4 in /data/d1'."""
     name = f"{t.topic}-{t.partition}"
@@ -164,7 +166,7 @@ def render_index(rows: Sequence[ActionRow], role: str, holder: str | None) -> st
 def render_action(row: ActionRow, audit: Iterable[AuditEntry], alerts: Iterable[Alert],
                   current: Current | None = None) -> str:
     """One action for reading: state, plan in plain words, alerts, the audit trail."""
-    action = parse_action(row.record)
+    action = stored_action(row.record)
     lines = _plan_lines(action, current)
     progress = row.journal.get("progress")
     trail = "".join(

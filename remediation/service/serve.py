@@ -21,7 +21,7 @@ from core import clock
 from core.config import Config
 from core.signing import SignatureError
 from core.signing import signer as action_signer
-from remediation.executor.actions import Action, ActionError, parse_action_json
+from remediation.executor.actions import ActionError, parse_action_json
 from remediation.executor.cluster import ClusterError
 from remediation.executor.policy import Policy, Ruling
 from remediation.executor.runner import Executor, Received, Timeouts
@@ -30,7 +30,7 @@ from remediation.service import http, metrics
 from remediation.service.approvals import Approvals
 from remediation.service.links import LinkSigner
 from remediation.service.pages import current_replicas
-from schemas.records import ConsumerAssignment
+from schemas.records import Action, ConsumerAssignment
 
 OUTBOX_SECONDS = 1.0
 HOLDER_REFRESH_SECONDS = 5.0
@@ -229,7 +229,7 @@ class Serve:
 
         try:
             action = parse_action_json(raw)
-            self.signer.verify(action.record)
+            self.signer.verify(action)
         except (ActionError, SignatureError) as exc:
             forged = isinstance(exc, SignatureError)
             reason = f"refused, nothing submitted: {exc}"

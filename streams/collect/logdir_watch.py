@@ -17,11 +17,12 @@ the next DescribeLogDirs snapshot.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from schemas import wire
+from schemas.registry import RecordError
 from streams.collect.zk_watch import OnError, RelistingWatcher
 
 NOTIFICATION_PATH = "/log_dir_event_notification"
@@ -43,14 +44,18 @@ class LogDirNotification:
         return int(suffix) if suffix.isdigit() else None
 
 
+# A notification's data is a few dozen bytes; ZooKeeper's own limit is 1 MB.
+ZNODE_LIMIT = 64 << 10
+
+
 def parse_notification_data(raw: bytes | None) -> int | None:
     """The broker id in ``{"version":1,"broker":<id>,"event":1}``; None if unreadable."""
     if not raw:
         return None
     try:
-        data = json.loads(raw)
+        data = wire.decode("zookeeper-notification", raw, ZNODE_LIMIT)
         return int(data["broker"])
-    except (ValueError, KeyError, TypeError):
+    except (RecordError, ValueError, KeyError, TypeError):
         return None
 
 

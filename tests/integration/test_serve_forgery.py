@@ -78,9 +78,9 @@ def test_forged_actions_are_refused_and_a_false_premise_is_superseded(
 def test_signed_actions_are_submitted_through_the_api_and_forged_ones_are_not(
         sandbox: SandboxState, tmp_path: Path) -> None:
     state = sandbox
-    topic = leader_tilted_topic(state, "api-submit", [0, 1, 2], new_leader=1)
     with bench(state, tmp_path, '[actions]\nrebalance_leaders = "approve"\n') as b:
-        serve = b.serve()
+        serve = b.serve()  # first: its topics and consumer group bring leaders of their own
+        topic = leader_tilted_topic(state, "api-submit", [0, 1, 2], new_leader=1)
         auth = {"Authorization": f"Bearer {b.token}"}
         signed = b.action("rebalance_leaders", reorder_plan(topic, [1, 0, 2]),
                           "broker 1 should lead")

@@ -18,7 +18,6 @@ pytestmark = pytest.mark.integration
 def test_the_group_lease_fails_over_and_the_new_leader_executes(kraft_sandbox: SandboxState,
                                                                tmp_path: Path) -> None:
     state = kraft_sandbox
-    topic = leader_tilted_topic(state, "kraft-leaders", [0, 1, 2], new_leader=1)
     with bench(state, tmp_path, '[actions]\nrebalance_leaders = "auto"\n') as b:
         assert b.config.cluster.zookeeper_connect is None
         first = b.serve()
@@ -28,6 +27,8 @@ def test_the_group_lease_fails_over_and_the_new_leader_executes(kraft_sandbox: S
 
         assert first.stop(signal.SIGKILL) == -signal.SIGKILL
         second.wait_role("leader", timeout=90)  # after the group's session timeout
+        # Now that the serves' topics and groups exist, with leaders of their own:
+        topic = leader_tilted_topic(state, "kraft-leaders", [0, 1, 2], new_leader=1)
 
         aid = b.propose(b.action("rebalance_leaders", reorder_plan(topic, [1, 2, 0]),
                                  "broker 1 should lead"))

@@ -7,12 +7,14 @@ from typing import Any
 
 import pytest
 
+from core import clock
 from remediation.executor.actions import (
     ActionError,
-    PartitionTarget,
     parse_action,
     parse_action_json,
+    stored_action,
 )
+from schemas.plans import PartitionAssignment
 from tests.unit.action_records import fix_offline, of_type
 
 
@@ -22,15 +24,15 @@ def test_every_action_type_parses(type_: str) -> None:
     action = parse_action(of_type(type_))
     assert action.type == type_
     assert action.cluster_id == "c1"
-    assert action.created_at.tzinfo is not None
+    assert clock.parse(action.created_at).tzinfo is not None
 
 
 def test_a_reassignment_plan_reads_as_partition_targets() -> None:
     action = parse_action(fix_offline(partitions=2))
     assert action.trigger.broker == 3 and action.trigger.log_dir == "/data/d2"
     assert action.targets() == (
-        PartitionTarget("orders", 0, (1, 2, 4), ("any", "any", "/data/d1")),
-        PartitionTarget("orders", 1, (1, 2, 4), ("any", "any", "/data/d1")),
+        PartitionAssignment("orders", 0, (1, 2, 4), ("any", "any", "/data/d1")),
+        PartitionAssignment("orders", 1, (1, 2, 4), ("any", "any", "/data/d1")),
     )
 
 
@@ -117,3 +119,14 @@ def test_a_value_that_is_not_json_is_named_at_the_root() -> None:
     with pytest.raises(ActionError, match=r"^\$: not UTF-8 text"):
         parse_action_json(b"\xff")
     assert parse_action_json(json.dumps(fix_offline())).type == "fix_offline_replicas"
+
+
+def test_the_targets_are_typed_once_and_a_stored_action_is_not_checked_again() -> None:
+    action = parse_action(fix_offline(partitions=3))
+    assert action.targets() is action.targets()  # read once, kept
+    stored = stored_action(action.to_dict())
+    assert stored == action and stored.targets() == action.targets()
+    altered = {**action.to_dict(), "action_id": "0" * 64}
+    assert stored_action(altered).action_id == "0" * 64  # the store's rows were checked
+    with pytest.raises(ActionError, match="is not the hash"):
+        parse_action(altered)

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from core.model import ClusterModel
 from core.plan.disks import broker_usage, explain, mean_ratio, over_limit, plan_disks
 from core.plan.errors import PlanError
-from core.plan.formats import ANY_DIR, DiskPlan
+from core.plan.formats import DiskPlan
+from schemas.plans import ANY_DIR
 from tests.unit.plan_snapshots import GIB, broker, clusters, doc, model, partition
 
 SELFHEAL = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "selfheal")

@@ -10,8 +10,8 @@ from pathlib import Path
 from hypothesis import given, settings
 
 from core.model import ClusterModel
-from core.plan.formats import ANY_DIR
 from core.plan.offline import explain, plan_offline
+from schemas.plans import ANY_DIR
 from tests.unit.plan_snapshots import GIB, broker, clusters, doc, model, partition
 
 SELFHEAL = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "selfheal")

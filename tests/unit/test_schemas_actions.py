@@ -9,14 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.plan.formats import (
-    LeaderPlan,
-    PartitionAssignment,
-    Reassignment,
-    TopicPartition,
-)
+from core.plan.formats import LeaderPlan, Reassignment, TopicPartition
 from schemas import registry
 from schemas.actions import action_id, build_action, summarise
+from schemas.plans import PartitionAssignment
 from schemas.records import Action, Trigger
 from schemas.registry import RecordError
 

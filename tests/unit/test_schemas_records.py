@@ -47,7 +47,10 @@ def _nested(hint: Any, prop: Mapping[str, Any], root: Mapping[str, Any]):
 def assert_mirrors(cls: type, node: Mapping[str, Any], root: Mapping[str, Any]) -> None:
     node = resolve(node, root)
     props, required = node["properties"], set(node.get("required", ()))
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    # init=False fields are derived caches (Action's typed targets), never on the wire.
+    derived = [f.name for f in dataclasses.fields(cls) if not f.init]
+    assert all(name.startswith("_") for name in derived), derived
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     assert set(fields) == set(props), cls.__name__
     hints = typing.get_type_hints(cls)
     for name, f in fields.items():

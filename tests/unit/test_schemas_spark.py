@@ -26,7 +26,7 @@ def expected_type(hint: Any) -> T.DataType:
     if dataclasses.is_dataclass(hint):
         hints = typing.get_type_hints(hint)
         return T.StructType([T.StructField(f.name, expected_type(hints[f.name]))
-                             for f in dataclasses.fields(hint)])
+                             for f in dataclasses.fields(hint) if f.init])  # not caches
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is tuple:
         return T.ArrayType(expected_type(args[0]))

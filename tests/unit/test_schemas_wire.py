@@ -89,3 +89,14 @@ def test_a_dead_letter_of_a_huge_value_keeps_the_head_and_says_where_the_rest_is
     assert letter.reason.endswith(f"the first {RAW_LIMIT} of {RAW_LIMIT + 10} bytes, the "
                                   "whole record is at selfheal.actions[2]@7")
     assert DeadLetter.reject(None, "tombstone", "t", event_time=letter.event_time).raw == ""
+
+
+@pytest.mark.parametrize("raw,broker", [
+    (b'{"version":1,"broker":3,"event":1}', 3),
+    (None, None), (b"", None), (b"\xff", None), (b"[" * 50_000, None),
+    (b'{"broker":"x"}', None), (b"[1]", None),
+])
+def test_a_zookeeper_notification_reads_its_broker_or_none_whatever_the_bytes(raw, broker):
+    from streams.collect.logdir_watch import parse_notification_data
+
+    assert parse_notification_data(raw) == broker
