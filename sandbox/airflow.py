@@ -7,12 +7,12 @@ sensors, so none is needed, and it would cost another ~150 MiB. `airflow standal
 the same set plus a triggerer, and it cannot be told to leave it out.
 
 AIRFLOW_HOME is ``<sandbox>/airflow``; the API server binds 127.0.0.1 on a free port. Each
-process is started in its own session with ``--pid <home>/<name>.pid`` on its command
-line: it is stopped by PID (then its session's stragglers, LocalExecutor workers and
-parsers, by that same process-group id), and trusted only while /proc/PID/cmdline
-carries that path. The tasks inherit this command's environment (SELFHEAL_*,
-AIRFLOW_CONN_*), so with nothing set they find the sandbox and the serve configured in
-$SELFHEAL_CONFIG.
+process is started in its own session and stopped by PID (then its session's
+stragglers, LocalExecutor workers and parsers); a PID is trusted only while
+/proc/PID/environ carries this AIRFLOW_HOME. Not the command line, as the sandbox's JVMs
+are checked: Airflow rewrites its process title ("airflow api_server -- host:...").
+The tasks inherit this command's environment (SELFHEAL_*, AIRFLOW_CONN_*), so with
+nothing set they find the sandbox and the serve configured in $SELFHEAL_CONFIG.
 """
 
 from __future__ import annotations
@@ -75,12 +75,8 @@ class Airflow:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def marker(self, name: str) -> str:
-        return str(self.home / f"{name}.pid")
-
     def running(self) -> dict[str, bool]:
-        return {name: processes.is_running(pid, self.marker(name))
-                for name, pid in self.pids.items()}
+        return {name: is_ours(pid, self.home) for name, pid in self.pids.items()}
 
     def rss_bytes(self) -> int:
         """Resident memory of every process in the components' sessions."""
@@ -205,7 +201,7 @@ def up(work_dir: str | Path, extra_env: Mapping[str, str] | None = None,
     prepare(home, env, progress)
     pids: dict[str, int] = {}
     for name in COMPONENTS:
-        cmd = [*airflow_command(), name, "--pid", str(home / f"{name}.pid")]
+        cmd = [*airflow_command(), name]
         if name == "api-server":
             cmd += ["--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
         pids[name] = _spawn(cmd, home / f"{name}.log", home, env)
@@ -234,7 +230,9 @@ def _spawn(cmd: list[str], log_file: Path, cwd: Path, env: Mapping[str, str]) ->
 def _wait_ready(flow: Airflow, deadline: float) -> None:
     last: Any = None
     while time.monotonic() < deadline:
-        dead = [n for n, ok in flow.running().items() if not ok]
+        # Our own fresh children: alive is enough (until it execs, a child still carries
+        # this process's environment, without AIRFLOW_HOME).
+        dead = [n for n, pid in flow.pids.items() if not processes.is_running(pid, "")]
         if dead:
             raise AirflowError(f"airflow {', '.join(dead)} exited while starting:\n"
                                + _tails(flow, dead))
@@ -266,6 +264,37 @@ def _tails(flow: Airflow, names: list[str]) -> str:
     return "\n".join(out)
 
 
+def is_ours(pid: int | None, home: Path) -> bool:
+    """True while ``pid`` lives (not a zombie) with AIRFLOW_HOME=``home``."""
+    if not pid:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
+    if stat.rsplit(")", 1)[1].split()[0] == "Z":
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        return False
+    return f"AIRFLOW_HOME={home}".encode() in environ.split(b"\0")
+
+
+def _signal_and_wait(pid: int, home: Path, timeout: float) -> None:
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not is_ours(pid, home):
+                return
+            time.sleep(0.2)
+
+
 def _session_members(leader: int) -> list[int]:
     """PIDs whose session is ``leader``'s (it was started with a session of its own)."""
     found = []
@@ -286,16 +315,14 @@ def stop(flow: Airflow, timeout: float = 30.0) -> bool:
     """Stop every component by its PID (SIGTERM, then SIGKILL), then whatever is left in
     its session (executor workers, parsers); True if any ran."""
     was = False
-    for name, pid in flow.pids.items():
-        if processes.is_running(pid, flow.marker(name)):
+    for pid in flow.pids.values():
+        if is_ours(pid, flow.home):
             was = True
-            processes.stop(pid, flow.marker(name), timeout=timeout)
+            _signal_and_wait(pid, flow.home, timeout)
     for pid in flow.pids.values():
         for member in _session_members(pid):
-            try:
-                os.kill(member, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            if is_ours(member, flow.home):
+                _signal_and_wait(member, flow.home, 5.0)
     (flow.home / "airflow.json").unlink(missing_ok=True)
     return was
 
