@@ -33,11 +33,15 @@ class FactLimits:
     disk_skew_threshold: float = 1.10
     disk_skew_min_bytes: int = 1 << 30
     leader_imbalance_threshold: float = 1.10
+    # A record dated further ahead of the job's clock is refused: event time is shared
+    # by every record of a cluster, and one from 2100 would make all others late.
+    max_clock_ahead_ms: int = 300_000
 
     @classmethod
     def from_config(cls, detect: DetectConfig) -> FactLimits:
         return cls(detect.disk_skew_threshold, detect.disk_skew_min_bytes,
-                   detect.leader_imbalance_threshold)
+                   detect.leader_imbalance_threshold,
+                   int(detect.max_clock_ahead_seconds * 1000))
 
 
 def snapshot_facts(snapshot: Snapshot, limits: FactLimits = FactLimits()) -> SnapshotFacts:

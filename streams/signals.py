@@ -115,9 +115,12 @@ def _topic_signals(rows: Rows, name: str, group: Any, limits: FactLimits) -> Non
         docs = [decode(name, v) for v in values]
     columns = checked_columns(name, docs, extra)
     reasons = suites().reasons(name, columns)
+    latest = int(clock.now().timestamp() * 1000) + limits.max_clock_ahead_ms
     for i, reason in enumerate(reasons):
         where = (topics[i], partitions[i], offsets[i])
         doc = docs[i]
+        if reason is None:
+            reason = _from_the_future(doc, facts[i] if facts else None, latest)
         if reason is not None:
             cluster = doc.get("cluster_id") if type(doc) is dict else None
             rows.add("", REJECT, stamps[i], *where, body=_dead_letter(
@@ -130,6 +133,19 @@ def _topic_signals(rows: Rows, name: str, group: Any, limits: FactLimits) -> Non
                 rows.add("", REJECT, stamps[i], *where, body=_dead_letter(
                     values[i], f"$: cannot be read as a {name}: {type(exc).__name__}: {exc}",
                     where, None))
+
+
+def _from_the_future(doc: dict[str, Any], facts: tuple[str, int, str] | None,
+                     latest: int) -> str | None:
+    """Why a valid record's time is too far ahead of this job's clock; None when it is not."""
+    field, ms = (("taken_at", facts[1]) if facts is not None
+                 else ("event_time", clock.epoch_ms(doc["event_time"])))
+    if ms <= latest:
+        return None
+    return (f"{field}: {doc.get(field)} is in the future, {(ms - latest) / 1000:.0f} s past "
+            "what this job's clock allows ([detect] max_clock_ahead_seconds); a record from "
+            "the future would make every other record of its cluster late: fix the "
+            "producer's clock")
 
 
 def _signal(rows: Rows, name: str, doc: dict[str, Any], facts: tuple[str, int, str] | None,

@@ -149,3 +149,19 @@ def test_the_stateful_step_keeps_state_per_cluster_and_passes_dead_letters_throu
     rejects = signals(("m", b"nope"))
     (out,) = step(("",), iter([rejects]), FakeState())
     assert list(out["kind"]) == [DEAD_LETTER] and out["body"][0] == rejects["body"][0]
+
+
+def test_a_record_from_the_far_future_is_a_dead_letter_not_a_signal():
+    from datetime import timedelta
+
+    from core import clock
+
+    soon = clock.text(clock.now() + timedelta(seconds=60))
+    late = clock.text(clock.now() + timedelta(hours=1))
+    ok = metric("kafka_log_log_directory_offline", 1, log_dir="/d1") | {"event_time": soon}
+    ahead = metric("kafka_log_log_directory_offline", 1, log_dir="/d1") | {"event_time": late}
+    out = signals(("m", ok), ("m", ahead))
+    assert list(out["kind"]) == [FAILURE, REJECT]
+    letter = json.loads(out["body"][1])
+    assert letter["reason"].startswith(f"event_time: {late} is in the future, ")
+    assert "[detect] max_clock_ahead_seconds" in letter["reason"]
