@@ -78,10 +78,13 @@ def run_dag(dag_id: str, bench: Bench, airflow_env: dict[str, str], serve_url: s
         env["AIRFLOW_CONN_SELFHEAL_SERVE"] = json.dumps(
             {"conn_type": "http", "host": host, "port": int(port), "password": bench.token})
     args = json.dumps({"conf": conf or {}, "retry_delay": 1, "poke_interval": 1, **opts})
-    done = subprocess.run([sys.executable, "-m", "tests.airflow.dag_runner", dag_id, args],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
-    output = done.stdout + done.stderr
-    lines = [x for x in done.stdout.splitlines() if x.startswith(RESULT)]
+    log = bench.work / f"dag-test-{dag_id}.log"  # a test may watch it while the run goes
+    with open(log, "w") as out:
+        done = subprocess.run([sys.executable, "-m", "tests.airflow.dag_runner", dag_id, args],
+                              cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+                              text=True, timeout=timeout)
+    output = log.read_text()
+    lines = [x for x in output.splitlines() if x.startswith(RESULT)]
     assert done.returncode == 0 and lines, f"dag.test of {dag_id} broke:\n{output[-6000:]}"
     doc = json.loads(lines[-1].removeprefix(RESULT))
     print(f"[figures] dag.test {dag_id}: {doc['state']} in {doc['seconds']} s", file=sys.stderr)

@@ -12,7 +12,7 @@ from sandbox.fill import fill_disk
 from sandbox.processes import free_port
 from sandbox.state import SandboxState
 from sandbox.traffic import delete_topic
-from tests.airflow.conftest import run_dag
+from tests.airflow.conftest import DagResult, run_dag
 from tests.integration.serve_harness import bench, placed_topic, wait_until
 
 pytestmark = pytest.mark.integration
@@ -141,3 +141,85 @@ def test_with_serve_down_the_submit_retries_then_fails_saying_what_to_do(
     assert run.output.count(f"selfheal serve at {nobody} is not reachable") >= 4
     assert "Start it (`selfheal serve`" in run.output
     assert "connection selfheal_serve" in run.output
+
+
+def shrink_by_hand(state: SandboxState, topic: str, partition: int, replicas: list[int]) -> None:
+    """What an operator's reassignment does: the partition keeps only ``replicas``."""
+    from kafka import TopicPartition
+
+    from core.live import open_admin
+    from sandbox import traffic
+
+    with open_admin(state.bootstrap_servers) as admin:
+        admin.alter_partition_reassignments({TopicPartition(topic, partition): replicas})
+    wait_until(lambda: traffic.partitions(state, topic)[partition]["replica_nodes"] == replicas,
+               f"{topic}-{partition} on {replicas}")
+
+
+def test_the_audit_finds_a_rack_diversity_violation_planted_by_hand(
+        rack_sandbox: SandboxState, airflow_env: dict[str, str], tmp_path: Path) -> None:
+    import json
+
+    state = rack_sandbox
+    # brokers 0 and 2 share rack1: partition 0 spans one rack where two are possible;
+    # partition 2 has one replica where its topic intends two
+    topic = placed_topic(state, "airflow-audit", {0: [0, 2], 1: [1, 0], 2: [2, 1]})
+    try:
+        shrink_by_hand(state, topic, 2, [2])
+        with bench(state, tmp_path) as b:
+            serve = b.serve()
+            run = run_dag("selfheal_placement_audit", b, airflow_env, serve.url)
+    finally:
+        delete_topic(state, topic)
+    assert run.state == "success", run.output[-4000:]
+    summary = run.summary
+    assert summary["outcome"] == "nothing to do", summary  # nothing software may move
+    report = json.loads(Path(summary["report"]).read_text())
+    violations = [(v["topic"], v["partition"], v["racks"])
+                  for v in report["rack_diversity_violations"]]
+    assert (topic, 0, ["rack1"]) in violations
+    assert not [v for v in violations if v[0] == topic and v[1] != 0]
+    assert [(v["partition"], v["intent"]) for v in report["below_replication_intent"]
+            if v["topic"] == topic] == [(2, 2)]
+    assert report["offline_replicas"] == []
+    assert summary["found"]["rack_diversity_violations"] >= 1
+    assert f"{topic}-0: replicas [0, 2] on racks ['rack1'] (want 2)" in run.output
+
+
+def test_an_action_awaiting_approval_shows_its_link_and_a_rejection_ends_the_run_clearly(
+        rack_sandbox: SandboxState, airflow_env: dict[str, str], tmp_path: Path) -> None:
+    import threading
+
+    state = rack_sandbox
+    topic = placed_topic(state, "airflow-approve",
+                         {p: [0, 1 + p % 2, 2 - p % 2] for p in range(8)})
+    try:
+        with bench(state, tmp_path, '[actions]\nrebalance_leaders = "approve"\n') as b:
+            serve = b.serve()
+            got: dict[str, DagResult] = {}
+            runner = threading.Thread(target=lambda: got.update(run=run_dag(
+                "selfheal_leader_rebalance", b, airflow_env, serve.url)), daemon=True)
+            runner.start()
+            waiting = wait_until(lambda: serve.api("GET", "/actions?state=awaiting_approval")[1]
+                                 ["actions"], "the DAG's action waiting for approval", 180)
+            action_id = waiting[0]["id"]
+            link = serve.action(action_id)["approval_url"]
+            log = tmp_path / "dag-test-selfheal_leader_rebalance.log"
+            # the run sits on its sensor, showing the link, while nobody decides
+            wait_until(lambda: "AWAITS APPROVAL" in log.read_text(), "the link in the log", 60)
+            status, _ = serve.api("POST", f"/actions/{action_id}/reject",
+                                  {"actor": "alice", "reason": "not during the sale"})
+            assert status == 200
+            runner.join(300)
+            assert not runner.is_alive()
+            run = got["run"]
+            assert serve.action(action_id)["state"] == "cancelled"
+    finally:
+        delete_topic(state, topic)
+    assert run.state == "failed"
+    assert run.task_state("wait") == "success" and run.task_state("report") == "failed"
+    assert f"AWAITS APPROVAL: {link.split('/approve/')[0]}/approve/" in run.output
+    assert f"action {action_id[:12]} ended cancelled: it was rejected or cancelled" in \
+        run.output
+    assert "not during the sale" in run.output
+    assert run.xcom["report.summary"]["outcome"] == "cancelled"
