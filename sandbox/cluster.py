@@ -17,23 +17,21 @@ import logging
 import os
 import shutil
 import signal
-import subprocess
 import time
 import urllib.request
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sandbox import configs, jars, jvm, processes
+from sandbox import configs, jvm, kraft, processes
 from sandbox.jvm import SandboxError
+from sandbox.ports import PortBook, PortClash
+from sandbox.startup import StartupFailed, check_alive, log_tail, wait_port
 from sandbox.state import SandboxState, ServerState, default_work_dir, load, state_path
 
 Progress = Callable[[str], None]
 
 KRAFT_CONTROLLER_ID = 100
-# KIP-858: JBOD in KRaft needs metadata version 3.7-IV2 or later.
-KRAFT_RELEASE_VERSION = "3.9"
 
 
 def _quiet(_: str) -> None:
@@ -53,9 +51,11 @@ def _rack_names(racks: int) -> list[str]:
 
 
 def plan_layout(
-    work_dir: Path, brokers: int, log_dirs: int, racks: int, mode: str
+    work_dir: Path, brokers: int, log_dirs: int, racks: int, mode: str,
+    ports: PortBook | None = None,
 ) -> SandboxState:
-    """Decide ports, paths and racks and write every config file; start nothing."""
+    """Decide ports, paths and racks and write every config file; start nothing. With
+    ``ports``, every port stays reserved in that book until released."""
     if brokers < 1 or log_dirs < 1:
         raise SandboxError("--brokers and --log-dirs must be at least 1")
     if racks < 0:
@@ -63,6 +63,7 @@ def plan_layout(
     if mode not in ("zk", "kraft"):
         raise SandboxError(f"--mode must be zk or kraft, not {mode!r}")
     rack_names = _rack_names(racks)
+    book = ports or PortBook()
     state = SandboxState(mode=mode, work_dir=str(work_dir), cluster_id=_new_cluster_id(),
                          brokers=[])
 
@@ -73,11 +74,11 @@ def plan_layout(
         return ServerState(
             role=role,
             node_id=node_id,
-            port=processes.free_port(),
+            port=book.take(),
             pid=None,
             config=str(conf_dir / f"{role}.properties"),
             log_file=str(conf_dir / "stdout.log"),
-            exporter_port=processes.free_port() if exporter else None,
+            exporter_port=book.take() if exporter else None,
         )
 
     if mode == "zk":
@@ -114,17 +115,12 @@ def plan_layout(
             )
         configs.write_properties(Path(b.config), props)
         state.brokers.append(b)
+    if ports is None:
+        book.close()
     return state
 
 
-def _format_kraft(state: SandboxState, progress: Progress) -> None:
-    """`kafka-storage format` for every KRaft node, in parallel (one JVM each)."""
-    progress(f"formatting KRaft storage (cluster id {state.cluster_id}, "
-             f"release {KRAFT_RELEASE_VERSION})")
-    nodes = [s for s in state.servers() if s.role in ("controller", "broker")]
-
-    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-        list(pool.map(lambda node: _format_kraft_node(state, node), nodes))
+PORT_ATTEMPTS = 3
 
 
 def up(
@@ -136,7 +132,10 @@ def up(
     timeout: float = 180.0,
     progress: Progress = _quiet,
 ) -> SandboxState:
-    """Start a fresh sandbox and wait until every broker serves; returns its state."""
+    """Start a fresh sandbox and wait until every broker serves; returns its state.
+
+    A server that loses its port to another process is retried with new ports (saying
+    so); any other failure stops what started and ends in one SandboxError line."""
     work_dir = (work_dir or default_work_dir()).resolve()
     existing = state_path(work_dir)
     if existing.exists():
@@ -149,61 +148,60 @@ def up(
                 "`selfheal sandbox down` first, or pick another --work-dir"
             )
         shutil.rmtree(work_dir)
-    work_dir.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        work_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            return _up_once(work_dir, brokers, log_dirs, racks, mode, timeout, progress)
+        except PortClash as exc:
+            if attempt == PORT_ATTEMPTS:
+                raise SandboxError(f"{exc} ({PORT_ATTEMPTS} tries, each with new ports); "
+                                   "something on this host keeps taking ports: try again"
+                                   ) from None
+            progress(f"{exc}; retrying with new ports (try {attempt + 1} of "
+                     f"{PORT_ATTEMPTS})")
+        except StartupFailed as exc:
+            if exc.details:
+                progress("the failed server's logs end:\n" + exc.details)
+            raise SandboxError(exc.cause) from None
+    raise AssertionError("unreachable")
+
+
+def _up_once(work_dir: Path, brokers: int, log_dirs: int, racks: int, mode: str,
+             timeout: float, progress: Progress) -> SandboxState:
     started = time.monotonic()
-    state = plan_layout(work_dir, brokers, log_dirs, racks, mode)
-    state.save()
-    progress(
-        f"sandbox in {work_dir}: {mode} mode, {brokers} brokers x {log_dirs} log dirs, "
-        f"{racks or 'no'} racks"
-    )
-    try:
-        if mode == "kraft":
-            _format_kraft(state, progress)
-        head = state.zookeeper or state.controller
-        assert head is not None
-        jvm.start(state, head)
-        progress(f"{head.role} starting on 127.0.0.1:{head.port} (pid {head.pid})")
-        _wait_port(state, head, timeout)
-        for b in state.brokers:
-            jvm.start(state, b)
-            progress(f"broker {b.node_id} ({b.rack or 'no rack'}) starting on "
-                     f"127.0.0.1:{b.port} (pid {b.pid})")
-        wait_ready(state, timeout=timeout, progress=progress)
-    except BaseException:
-        progress("start-up failed; stopping what was started")
-        down(state, keep_data=True)
-        raise
+    with PortBook() as book:
+        state = plan_layout(work_dir, brokers, log_dirs, racks, mode, ports=book)
+        state.save()
+        progress(
+            f"sandbox in {work_dir}: {mode} mode, {brokers} brokers x {log_dirs} log dirs, "
+            f"{racks or 'no'} racks"
+        )
+        try:
+            if mode == "kraft":
+                kraft.format_all(state, progress)
+            head = state.zookeeper or state.controller
+            assert head is not None
+            book.release([head.port, head.exporter_port])  # held until its server binds
+            jvm.start(state, head)
+            progress(f"{head.role} starting on 127.0.0.1:{head.port} (pid {head.pid})")
+            wait_port(head, timeout)
+            for b in state.brokers:
+                book.release([b.port, b.exporter_port])
+                jvm.start(state, b)
+                progress(f"broker {b.node_id} ({b.rack or 'no rack'}) starting on "
+                         f"127.0.0.1:{b.port} (pid {b.pid})")
+            wait_ready(state, timeout=timeout, progress=progress)
+        except PortClash:
+            down(state, keep_data=True)
+            for server in state.servers():  # the next try starts from empty dirs
+                shutil.rmtree(Path(server.config).parent, ignore_errors=True)
+            raise
+        except BaseException:
+            progress("start-up failed; stopping what was started")
+            down(state, keep_data=True)
+            raise
     progress(f"ready in {time.monotonic() - started:.1f} s; bootstrap {state.bootstrap_servers}")
     return state
-
-
-def _log_tail(server: ServerState, lines: int = 15) -> str:
-    chunks = []
-    for name in (server.log_file, str(Path(server.config).parent / "server.log")):
-        try:
-            text = Path(name).read_text(errors="replace").splitlines()[-lines:]
-        except FileNotFoundError:
-            continue
-        chunks.append(f"--- {name}\n" + "\n".join(text))
-    return "\n".join(chunks)
-
-
-def _check_alive(server: ServerState) -> None:
-    if not processes.is_running(server.pid, server.marker):
-        raise SandboxError(
-            f"{server.role} {server.node_id} (pid {server.pid}) exited during start-up:\n"
-            + _log_tail(server)
-        )
-
-
-def _wait_port(state: SandboxState, server: ServerState, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not processes.port_open(server.port):
-        _check_alive(server)
-        if time.monotonic() > deadline:
-            raise SandboxError(f"{server.role} did not open port {server.port} in {timeout:.0f} s")
-        time.sleep(0.2)
 
 
 def client_config(state: SandboxState) -> dict[str, object]:
@@ -246,7 +244,7 @@ def wait_ready(
     reported: set[int] = set()
     while True:
         for b in wanted:
-            _check_alive(b)
+            check_alive(b)
         live = live_broker_ids(state)
         # Registered is not yet serving: the listener may still refuse connections.
         ready = {b.node_id for b in wanted
@@ -258,10 +256,10 @@ def wait_ready(
             return
         if time.monotonic() > deadline:
             missing = sorted({b.node_id for b in wanted} - ready)
-            raise SandboxError(
-                f"brokers {missing} not ready after {timeout:.0f} s; see their logs:\n"
-                + "\n".join(_log_tail(state.broker(i)) for i in missing)
-            )
+            raise StartupFailed(
+                f"brokers {missing} not ready after {timeout:.0f} s (running, but not "
+                "serving and exporting)",
+                "\n".join(log_tail(state.broker(i)) for i in missing))
         time.sleep(0.5)
 
 
@@ -359,7 +357,7 @@ def start_zookeeper(state: SandboxState, timeout: float = 60.0,
         raise SandboxError(f"ZooKeeper is already running (pid {zk.pid})")
     jvm.start(state, zk)
     progress(f"zookeeper starting on 127.0.0.1:{zk.port} (pid {zk.pid})")
-    _wait_port(state, zk, timeout)
+    wait_port(zk, timeout)
 
 
 # --- disk faults --------------------------------------------------------------------
@@ -430,21 +428,6 @@ def heal_disk(state: SandboxState, broker_id: int, dir_ref: str, timeout: float 
     shutil.rmtree(_broken_copy(state, path), ignore_errors=True)
     progress(f"log dir {path} replaced with an empty one")
     if state.mode == "kraft":
-        _format_kraft_node(state, b)
+        kraft.format_node(state, b)
     start_broker(state, broker_id, timeout=timeout, progress=progress)
     return path
-
-
-def _format_kraft_node(state: SandboxState, node: ServerState) -> None:
-    """`kafka-storage format` for one KRaft node; dirs already formatted are kept."""
-    cmd = [
-        jvm.java(), "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-        f"-Dlog4j.configuration=file:{Path(node.config).parent / 'log4j.properties'}",
-        "-cp", jars.classpath("broker"), "kafka.tools.StorageTool", "format",
-        "-t", state.cluster_id, "-c", node.config,
-        "--release-version", KRAFT_RELEASE_VERSION, "--ignore-formatted",
-    ]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    if result.returncode != 0:
-        raise SandboxError(f"formatting storage for {node.role} {node.node_id} failed:\n"
-                           f"{result.stdout}{result.stderr}")

@@ -14,12 +14,21 @@ import subprocess
 import time
 from pathlib import Path
 
+_GIVEN: set[int] = set()
+
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (the kernel picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    """A TCP port nobody listens on right now (the kernel picks it), never one this
+    process was handed before: the kernel may give a closed port straight back, and two
+    servers would then be told the same one. (`sandbox.ports.PortBook` also holds them.)"""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
+    raise OSError(f"no new free port on {host} after 100 tries")
 
 
 def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
