@@ -62,7 +62,7 @@ def summarise(type: str, plan: Mapping[str, Any], bytes_moved: int = 0) -> Summa
         partitions = sum(len(tps) for tps in plan.get("assignment", {}).values())
     elif type == "page_operator":
         targets = []
-        partitions = 0
+        partitions = len(plan.get("partitions", []))
         brokers.update(plan.get("brokers", []))
     else:
         raise ValueError(f"unknown action type {type!r}")

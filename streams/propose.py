@@ -116,9 +116,13 @@ class Proposer:
             bytes_moved=bytes_moved, created_at=created)
 
     def _page(self, decision: Decision, message: str, dirs: list[str],
-              created: str) -> Action:
+              created: str, partitions: tuple[Any, ...] = ()) -> Action:
         brokers = [decision.broker] if decision.broker is not None else []
-        plan = {"message": message, "brokers": brokers, "log_dirs": sorted(dirs)}
+        plan: dict[str, Any] = {"message": message, "brokers": brokers,
+                                "log_dirs": sorted(dirs)}
+        if partitions:
+            plan["partitions"] = [{"topic": p.topic, "partition": p.partition}
+                                  for p in partitions]
         return self._action(decision, PAGE, plan, message, created)
 
     def _fix_offline(self, decision: Decision, model: ClusterModel, created: str) -> list[Action]:
@@ -155,7 +159,7 @@ class Proposer:
                                     copied))
         if lost:
             out.append(self._page(decision, _lost_message(path, broker, lost),
-                                  [path] if path else [], created))
+                                  [path] if path else [], created, lost))
         return out
 
     def _move_dirs(self, decision: Decision, model: ClusterModel, created: str) -> list[Action]:
@@ -205,19 +209,21 @@ class Proposer:
 
 
 def _lost_message(path: str | None, broker: int | None, lost: tuple[Any, ...]) -> str:
-    """What the operator must know about partitions reassignment cannot repair, grouped
-    by the planner's reason (every copy offline; no broker left to take one)."""
-    by_reason: dict[str, list[str]] = {}
+    """What the operator must know about partitions reassignment cannot repair: one line
+    per cause (every copy offline; no broker left to take one), naming the topics."""
+    by_reason: dict[str, dict[str, int]] = {}
     for u in lost:
-        by_reason.setdefault(u.reason, []).append(f"{u.topic}-{u.partition}")
+        topics = by_reason.setdefault(u.reason, {})
+        topics[u.topic] = topics.get(u.topic, 0) + 1
     parts = []
-    for reason, names in by_reason.items():
-        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10
-                                         else "")
-        parts.append(f"{len(names)} partition(s): {reason} ({shown})")
+    for reason, topics in by_reason.items():
+        named = [f"{t} ({n} partition{'s' if n > 1 else ''})" for t, n in sorted(topics.items())]
+        shown = ", ".join(named[:10]) + (f" and {len(named) - 10} more topics"
+                                        if len(named) > 10 else "")
+        parts.append(f"{reason}: {shown}")
     return (f"log dir {path} on broker {broker} is offline and reassignment cannot repair "
-            f"everything on it; " + "; ".join(parts) + ". Replace the disk and restart the "
-            "broker, or add brokers")
+            f"{len(lost)} partition(s) on it; " + "; ".join(parts) + ". Replace the disk and "
+            "restart the broker, or add brokers")
 
 
 def describe(action: Action) -> str:

@@ -320,6 +320,21 @@ def _leader_premise(action: Action, view: LiveView) -> str | None:
             f"now -> after: {shown})")
 
 
+def page_resolved(action: Action, view: LiveView) -> str | None:
+    """How the live cluster shows a page's problem gone (every broker it names is up, every
+    dir it names is online, or no longer one of its broker's dirs); None while it is not."""
+    model = view.model
+    brokers = [int(b) for b in action.plan["brokers"]]
+    down = [b for b in brokers if b not in model.alive]
+    offline = [f"{path} on broker {b}" for b in brokers for path in action.plan["log_dirs"]
+               if path in model.dirs.get(b, {}) and not model.dirs[b][path].online]
+    if down or offline:
+        return None
+    named = [f"broker {b}" for b in brokers] + list(action.plan["log_dirs"])
+    return ("resolved: the live cluster no longer shows the problem ("
+            + (", ".join(named) or "nothing named") + " up and online)")
+
+
 def status(action: Action, view: LiveView) -> Status:
     """Progress of an executing action's moves, partition by partition."""
     done: list[str] = []

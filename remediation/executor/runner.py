@@ -14,6 +14,7 @@ restoring "what was there before" in the wrong order would leave one's throttle 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -26,7 +27,12 @@ from remediation.executor import checks, throttle
 from remediation.executor.actions import ActionError, parse_action_json, stored_action
 from remediation.executor.checks import LiveView
 from remediation.executor.cluster import ClusterError, KafkaCluster
-from remediation.executor.lifecycle import State, reopen_refusal
+from remediation.executor.lifecycle import (
+    PAGE_OPERATOR,
+    IllegalTransition,
+    State,
+    reopen_refusal,
+)
 from remediation.executor.policy import ClusterHealth, Policy, Ruling
 from remediation.executor.store import ActionRow, ActionStore
 from remediation.executor.throttling import ACTOR, Throttles
@@ -37,6 +43,8 @@ HOUR = timedelta(hours=1)
 # different moments: a move that looks neither in flight nor done is believed only after
 # it has looked so for this long.
 STALL_GRACE = timedelta(seconds=15)
+# Open pages are held against the live cluster this often (one read for all of them).
+PAGE_CHECK_SECONDS = 10.0
 # A broker applies a dynamic config moments after the alter returns (a ZooKeeper
 # notification, or the KRaft metadata log); a move submitted in between runs unthrottled.
 
@@ -74,6 +82,7 @@ class Executor:
         self.cluster = cluster
         self.policy = policy
         self.signer = signer
+        self._next_page_check = 0.0
         self.throttles = Throttles(store, cluster)
         self.skew_threshold = skew_threshold  # a dir move's premise (checks.applies)
         self.timeouts = timeouts
@@ -167,6 +176,7 @@ class Executor:
         if not self.is_leader():
             return
         self.store.expire_overdue(self.policy.limits.approval_ttl_seconds, ACTOR)
+        self._resolve_pages()
         rows = self.store.in_flight()
         running = [r for r in rows if r.state in (State.EXECUTING, State.VERIFYING)]
         try:
@@ -182,6 +192,29 @@ class Executor:
             if str(exc) != self._last_error:  # say it once, not every tick
                 self._log(f"{exc}; retrying")
                 self._last_error = str(exc)
+
+    def _resolve_pages(self) -> None:
+        """Close the pages whose problem the live cluster no longer shows (at most every
+        `PAGE_CHECK_SECONDS`, one read for all of them): a page lives like an alert."""
+        now = time.monotonic()
+        if now < self._next_page_check:
+            return
+        self._next_page_check = now + PAGE_CHECK_SECONDS
+        pages = [r for r in self.store.open_actions()
+                 if r.type == PAGE_OPERATOR and r.state is State.AWAITING_APPROVAL]
+        if not pages:
+            return
+        view = self.cluster.read(topics=())
+        for row in pages:
+            resolved = checks.page_resolved(stored_action(row.record), view)
+            if resolved is None:
+                continue
+            try:
+                self.store.transition(row.id, State.SUCCEEDED, ACTOR, resolved,
+                                      expect=frozenset({State.AWAITING_APPROVAL}))
+            except IllegalTransition:
+                continue  # a person closed it meanwhile
+            self._log(f"page {row.id[:12]} {resolved}")
 
     def step(self, row: ActionRow) -> None:
         """Advance one action by one step, from whatever state it is in."""
@@ -360,9 +393,10 @@ class Executor:
         view = self._read(action)
         problems = checks.verify(action, view)
         if not problems:
+            done = f"{len(action.targets())} partitions in their target state"
+            self._progress(row, f"done: {done}")  # what the live cluster shows, not a count
             self.store.transition(row.id, State.SUCCEEDED, ACTOR,
-                                  f"verified on the live cluster: {len(action.targets())} "
-                                  "partitions in their target state")
+                                  f"verified on the live cluster: {done}")
             return
         if action.type == "rebalance_leaders":
             # A preferred leader that was still catching up may be electable now.

@@ -10,6 +10,7 @@ from remediation.executor.checks import (
     Reassigning,
     applies,
     dir_moves,
+    page_resolved,
     problems,
     status,
     verify,
@@ -203,3 +204,14 @@ def test_a_replica_list_still_holding_the_removed_replica_counts_as_in_flight() 
     st = status(fix([1, 4]), lagging)
     assert st.in_flight == ("t-0: finishing, metadata still lists [1, 4, 3]",)
     assert not st.not_started
+
+
+def test_a_page_resolves_when_the_live_cluster_no_longer_shows_its_problem() -> None:
+    page = action("page_operator", {"message": "replace the disk behind /d2 on broker 3",
+                                    "brokers": [3], "log_dirs": ["/d2"]})
+    assert page_resolved(page, cluster(offline=(3,))) is None  # the dir is still offline
+    assert page_resolved(page, cluster(dead=3)) is None  # the broker is down
+    assert page_resolved(page, cluster()) == (
+        "resolved: the live cluster no longer shows the problem (broker 3, /d2 up and online)")
+    gone = action("page_operator", {"message": "m", "brokers": [3], "log_dirs": ["/d9"]})
+    assert page_resolved(gone, cluster()) is not None  # the dir left log.dirs: nothing to page

@@ -94,7 +94,8 @@ def test_fix_names_exactly_the_partitions_on_the_failed_dir_and_moves_them_off_i
     assert fix.event_time == "2027-01-15T08:00:00.000Z"
     assert fix.summary.bytes == GIB * len(fix.plan["partitions"])
     # The RF-1 partition lost its only copy: that is for a person.
-    assert page.type == PAGE and "solo-0" in page.plan["message"]
+    assert page.type == PAGE and page.plan["partitions"] == [{"topic": "solo", "partition": 0}]
+    assert "solo (1 partition)" in page.plan["message"] and page.summary.partitions == 1
     assert page.plan["brokers"] == [1] and page.plan["log_dirs"] == ["/d2"]
 
 
@@ -119,7 +120,8 @@ def test_with_two_failed_dirs_each_action_names_only_its_own():
     fix, page = proposer.actions(decision(broker_id=2, log_dir="/d1", offline=offline))
     assert named(fix) == on_dir(cluster(), 2, "/d1")
     # t-1 had its two replicas on the two failed dirs: nothing left to copy from.
-    assert "t-1" in page.plan["message"] and "no online replica" in page.plan["message"]
+    assert {"topic": "t", "partition": 1} in page.plan["partitions"]
+    assert "no online replica" in page.plan["message"]
     first = proposer.actions(decision(offline=offline))
     assert named(first[0]) == on_dir(cluster(), 1, "/d2")
     assert reads.calls == 1  # one read for both decisions
@@ -208,3 +210,20 @@ def test_a_snapshot_the_planner_cannot_read_becomes_a_page_not_a_crash():
     (page,) = Proposer(Reads(broken)).actions(decision())
     assert page.type == PAGE and "no plan could be made" in page.plan["message"]
     assert "broker 9 is not in brokers" in page.plan["message"]
+
+
+def test_what_cannot_be_repaired_is_one_line_per_cause_naming_the_topics():
+    from types import SimpleNamespace as U
+
+    from streams.propose import _lost_message
+
+    lost = tuple(U(topic=t, partition=p, reason=r) for t, p, r in [
+        ("__consumer_offsets", 0, "no broker left to take a replica"),
+        ("__consumer_offsets", 3, "no broker left to take a replica"),
+        ("orders", 1, "no broker left to take a replica"),
+        ("solo", 0, "no online replica: every copy is offline")])
+    assert _lost_message("/d2", 1, lost) == (
+        "log dir /d2 on broker 1 is offline and reassignment cannot repair 4 partition(s) on "
+        "it; no broker left to take a replica: __consumer_offsets (2 partitions), orders "
+        "(1 partition); no online replica: every copy is offline: solo (1 partition). Replace "
+        "the disk and restart the broker, or add brokers")
