@@ -1,0 +1,219 @@
+"""What every chaos scenario shares: the whole loop on the sandbox with fixes on auto,
+traffic on a test topic the whole time, and the checks each scenario ends with.
+
+A scenario breaks something (a process, ZooKeeper, the bus, a disk, the clock), lets the
+loop do its work, and ends with the history check of Kafka's system tests and Jepsen:
+every acknowledged message consumed, none twice, and the cluster healthy wherever
+software could make it so. Each scenario has a topic, traffic and a loop of its own (a
+loop's topics carry a prefix of their own), and heals whatever it broke.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from remediation.executor.lifecycle import is_terminal
+from sandbox import cluster, loop, traffic
+from sandbox.state import SandboxState
+from sandbox.status import kafka_admin
+from tests.e2e.loop_support import dir_holding, drop_topics, parsed, wait_for_batches
+from tests.integration.collect_support import TopicReader
+
+# Fixes run by themselves; nothing else moves (leaders and disks are not what this tests).
+POLICY = '[actions]\nfix_offline_replicas = "auto"\n'
+THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                  "replica.alter.log.dirs.io.max.bytes.per.second")
+
+
+@dataclass
+class Scenario:
+    """One scenario's loop, topic, traffic and readers; `timings` are reported at the end."""
+
+    state: SandboxState
+    loop: loop.Loop
+    topic: str
+    producer: traffic.BackgroundProducer
+    consumer: traffic.BackgroundConsumer
+    readers: dict[str, TopicReader]
+    timings: dict[str, float] = field(default_factory=dict)
+
+    # --- the serve API --------------------------------------------------------------------
+
+    def api(self, method: str, path: str) -> Any:
+        request = urllib.request.Request(
+            f"{self.loop.serve_url}/api{path}", method=method,
+            headers={"Authorization": f"Bearer {self.loop.api_token}"})
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return json.load(resp)
+
+    def wait(self, check: Callable[[], Any], what: str, timeout: float = 180.0,
+             alive: bool = True) -> Any:
+        """Poll ``check`` until truthy, failing with serve's and the job's log tails."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if alive:
+                self.loop.check_alive()
+            try:
+                value = check()
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                value = None  # serve restarting
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                tails = "\n\n".join(f"--- {name}:\n{self.loop.pieces[name].log_tail(20)}"
+                                    for name in ("serve", "stream") if name in self.loop.pieces)
+                raise AssertionError(f"no {what} within {timeout:.0f} s\n{tails}")
+            time.sleep(0.3)
+
+    # --- faults and what the loop makes of them --------------------------------------------
+
+    def fixes_for(self, broker: int, path: str) -> list[dict[str, Any]]:
+        return [a for a in parsed(self.readers["actions"].messages)
+                if a.get("type") == "fix_offline_replicas"
+                and a.get("trigger", {}).get("broker") == broker
+                and a.get("trigger", {}).get("log_dir") == path]
+
+    def wait_fix(self, broker: int, path: str, timeout: float = 120.0) -> dict[str, Any]:
+        """The one fix the job proposes for ``path`` (waits for it)."""
+        return self.wait(lambda: self.fixes_for(broker, path)[:1], f"fix for {path}",
+                         timeout)[0]
+
+    def wait_done(self, action_id: str, timeout: float = 240.0) -> dict[str, Any]:
+        shown = self.wait(lambda: (a := self.api("GET", f"/actions/{action_id}"))
+                          and is_terminal(a["state"]) and a, f"action {action_id[:12]} to end",
+                          timeout)
+        assert shown["state"] == "succeeded", [e["reason"] for e in shown["audit"][-4:]]
+        return shown
+
+    def fail(self, broker: int, path: str) -> float:
+        """Fail ``path`` under traffic; the monotonic time it happened."""
+        at = time.monotonic()
+        cluster.fail_disk(self.state, broker, path)
+        traffic.produce_in_background(self.state, self.topic, 12)  # the broker notices at once
+        return at
+
+    def heal(self, broker: int, path: str) -> None:
+        """Give the broker its disk back (a replaced disk: empty, broker restarted)."""
+        if cluster.disk_failed(path):
+            cluster.heal_disk(self.state, broker, path)
+            self.state.reload()
+
+    # --- the checks every scenario ends with ------------------------------------------------
+
+    def assert_history(self) -> None:
+        """Every acknowledged message consumed, none twice."""
+        problems = traffic.delivery_problems(self.producer, self.consumer, timeout=120)
+        assert problems == [], problems
+        self.timings["acknowledged messages"] = len(self.producer.acked)
+
+    def assert_healthy(self) -> None:
+        """No offline replica and every partition led, on the scenario's topic."""
+        def healthy() -> bool:
+            parts = traffic.partitions(self.state, self.topic)
+            return all(not p["offline_replicas"] and p["leader_id"] >= 0 for p in parts)
+        self.wait(healthy, f"{self.topic} healthy", 120, alive=False)
+
+    def assert_no_throttle_left(self) -> None:
+        """No replication or dir-move throttle on any broker or topic."""
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        with kafka_admin(self.state) as admin:
+            reply = admin.describe_configs(
+                [ConfigResource(ConfigResourceType.BROKER, str(b.node_id))
+                 for b in self.state.brokers]
+                + [ConfigResource(ConfigResourceType.TOPIC, self.topic)])
+        left = {f"{kind} {name}: {key}={entry['value']}"
+                for kind, found in reply.items() for name, configs in found.items()
+                for key, entry in configs.items()
+                if (key in THROTTLE_RATES or key.endswith("throttled.replicas"))
+                and entry.get("value") not in (None, "")}
+        assert left == set(), left
+
+    def assert_proposed_once(self) -> None:
+        """No action id on the bus twice (a replay proposes nothing again)."""
+        ids = Counter(a["action_id"] for a in parsed(self.readers["actions"].messages)
+                      if "action_id" in a)
+        assert [i for i, n in ids.items() if n > 1] == []
+
+    def executions(self, action_id: str) -> int:
+        """How many times serve submitted this action's reassignment (its audit says)."""
+        audit = self.api("GET", f"/actions/{action_id}")["audit"]
+        return sum(1 for e in audit if e["reason"].startswith("reassignment submitted"))
+
+
+@contextmanager
+def scenario(state: SandboxState, work: Path, name: str, policy: str = POLICY,
+             overrides: dict[str, dict[str, Any]] | None = None,
+             partitions: int = 6) -> Iterator[Scenario]:
+    """The whole loop (three collectors, the job, serve) on its own topics, a test topic
+    (RF 2) with a producer and a consumer running; everything stopped and dropped after."""
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "policy.toml").write_text(policy)
+    prefix = f"chaos{uuid.uuid4().hex[:6]}."
+    topic = f"chaos-{name}-{uuid.uuid4().hex[:6]}"
+    traffic.create_topic(state, topic, partitions=partitions, replication_factor=2)
+    sections: dict[str, dict[str, Any]] = {
+        "bus": {"topic_prefix": prefix},
+        "collect": {"scrape_interval_seconds": 2.0, "snapshot_interval_seconds": 5.0},
+        "detect": {"leader_window_seconds": 86400.0, "disk_skew_min_bytes": 1 << 40},
+    }
+    for section, values in (overrides or {}).items():
+        sections.setdefault(section, {}).update(values)
+    the_loop = loop.start(state, work, overrides=sections, policy=str(work / "policy.toml"))
+    producer = traffic.BackgroundProducer(state, topic, rate_per_s=50)
+    consumer = traffic.BackgroundConsumer(state, topic)
+    readers: dict[str, TopicReader] = {}
+    s = Scenario(state, the_loop, topic, producer, consumer, readers)
+    try:
+        wait_for_batches(the_loop, 0)
+        s.wait(lambda: s.api("GET", "/actions") is not None, "serve's API", 60)
+        for reader in ("actions", "dead-letter", "logdir-events"):
+            readers[reader] = TopicReader(state, prefix + reader)
+            readers[reader].start()
+        consumer.start()
+        producer.start()
+        yield s
+    finally:
+        if producer.is_alive():
+            producer.stop()
+        consumer.stop()
+        for reader in readers.values():
+            reader.stop()
+        the_loop.stop_all()
+        drop_topics(state, prefix)
+        traffic.delete_topic(state, topic)
+        print(f"\n[{name}] " + ", ".join(f"{k}: {v:.1f}" if isinstance(v, float) else f"{k}: {v}"
+                                       for k, v in s.timings.items()))
+
+
+def some_dir(state: SandboxState, broker: int, topic: str) -> str:
+    """A log dir of ``broker`` holding a replica of ``topic``."""
+    return dir_holding(state, broker, topic)
+
+
+def load(state: SandboxState, topic: str, mib: int) -> None:
+    """Put about ``mib`` MiB into ``topic`` (10 KiB records), so moves take a while."""
+    from confluent_kafka import Producer
+
+    from sandbox.cluster import client_config
+
+    producer = Producer({**client_config(state), "acks": "all", "linger.ms": 20})
+    body = "x" * 10_000
+    for i in range(mib * 100):
+        while True:
+            try:
+                producer.produce(topic, f"bulk-{i}-{body}".encode())
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(120) == 0, "bulk records not acknowledged"

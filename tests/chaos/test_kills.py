@@ -1,0 +1,73 @@
+"""Every component killed at a bad moment and restarted, with traffic running: a fault is
+still healed, each action runs exactly once, and no throttle is left behind."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from tests.chaos.chaos_support import load, scenario, some_dir
+
+pytestmark = pytest.mark.chaos
+
+# Slow enough that the copy takes seconds: there is a "mid-reassignment" to kill into.
+SLOW = ('[actions]\nfix_offline_replicas = "auto"\n[limits]\n'
+        "inter_broker_throttle_bytes_per_s = 262144\n")
+PIECES = ("collect-metrics", "collect-zk", "collect-snapshots", "stream")
+
+
+def test_serve_killed_mid_reassignment_resumes_and_runs_the_fix_once(sandbox, tmp_path):
+    with scenario(sandbox, tmp_path / "loop", "serve-kill", policy=SLOW) as s:
+        load(sandbox, s.topic, 6)
+        broker = 1
+        path = some_dir(sandbox, broker, s.topic)
+        try:
+            start = s.fail(broker, path)
+            fix = s.wait_fix(broker, path)
+            aid = fix["action_id"]
+            s.timings["fault -> fix proposed s"] = time.monotonic() - start
+            s.wait(lambda: (a := s.api("GET", f"/actions/{aid}"))["state"] == "executing"
+                   and any(e["reason"].startswith("reassignment submitted")
+                           for e in a["audit"]), "the fix executing, throttled")
+            assert s.loop.stop("serve", sig=signal.SIGKILL)  # mid-reassignment, mid-throttle
+            s.loop.start("serve")
+            done = s.wait_done(aid)
+            s.timings["fault -> healed s"] = time.monotonic() - start
+            assert s.executions(aid) == 1, [e["reason"] for e in done["audit"]]
+            assert any("throttle removed" in e["reason"] for e in done["audit"])
+            s.assert_no_throttle_left()
+            s.assert_healthy()
+            s.assert_proposed_once()
+            s.assert_history()
+        finally:
+            s.heal(broker, path)
+
+
+def test_the_job_and_collectors_killed_right_after_a_fault_still_heal_it_once(
+        sandbox, tmp_path):
+    with scenario(sandbox, tmp_path / "loop", "job-kill") as s:
+        broker = 2
+        path = some_dir(sandbox, broker, s.topic)
+        try:
+            start = s.fail(broker, path)
+            time.sleep(1.0)  # the collectors scrape, the job is on a batch
+            for name in PIECES:
+                assert s.loop.stop(name, sig=signal.SIGKILL)
+            time.sleep(2.0)
+            for name in PIECES:
+                s.loop.start(name)
+            fix = s.wait_fix(broker, path, timeout=180)
+            s.timings["fault -> fix proposed s"] = time.monotonic() - start
+            s.wait_done(fix["action_id"])
+            s.timings["fault -> healed s"] = time.monotonic() - start
+            assert s.executions(fix["action_id"]) == 1
+            time.sleep(5)  # later batches and snapshots still report the dir: no second fix
+            assert len(s.fixes_for(broker, path)) == 1
+            s.assert_proposed_once()
+            s.assert_no_throttle_left()
+            s.assert_healthy()
+            s.assert_history()
+        finally:
+            s.heal(broker, path)
