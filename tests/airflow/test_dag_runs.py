@@ -223,3 +223,72 @@ def test_an_action_awaiting_approval_shows_its_link_and_a_rejection_ends_the_run
         run.output
     assert "not during the sale" in run.output
     assert run.xcom["report.summary"]["outcome"] == "cancelled"
+
+
+class Member:
+    """One real consumer of a group, with client.rack set, polling on a thread."""
+
+    def __init__(self, state: SandboxState, group: str, topic: str, rack: str) -> None:
+        import threading
+
+        from confluent_kafka import Consumer
+
+        self.consumer = Consumer({"bootstrap.servers": state.bootstrap_servers,
+                                  "group.id": group, "client.rack": rack,
+                                  "partition.assignment.strategy": "range",
+                                  "session.timeout.ms": 10000})
+        self.consumer.subscribe([topic])
+        self.assigned: list[int] = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            self.consumer.poll(0.2)
+            self.assigned = sorted(tp.partition for tp in self.consumer.assignment())
+        self.consumer.close()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(30)
+
+
+def test_consumer_rebalance_plans_rack_aware_targets_for_an_opted_in_group(
+        rack_sandbox: SandboxState, airflow_env: dict[str, str], tmp_path: Path) -> None:
+    import json
+    import uuid
+
+    state = rack_sandbox
+    # every partition has a replica on rack1 (brokers 0, 2); only 0, 1 and 4 on rack2 (1)
+    placement = {0: [0, 1], 1: [1, 2], 2: [2, 0], 3: [0, 2], 4: [1, 0], 5: [2, 0]}
+    topic = placed_topic(state, "airflow-consumers", placement)
+    group = f"airflow-group-{uuid.uuid4().hex[:6]}"
+    members = [Member(state, group, topic, rack) for rack in ("rack1", "rack2")]
+    try:
+        wait_until(lambda: sorted(p for m in members for p in m.assigned) == list(range(6)),
+                   "the group consuming every partition", 60)
+        with bench(state, tmp_path) as b:
+            run = run_dag("selfheal_consumer_rebalance", b, airflow_env, None,
+                          conf={"groups": [group, "nobody-home"],
+                                "strategy": "cooperative-sticky"})
+    finally:
+        for m in members:
+            m.stop()
+        delete_topic(state, topic)
+    assert run.state == "success", run.output[-4000:]
+    summary = run.summary
+    assert summary["outcome"] == "planned"
+    found = summary["groups"][group]
+    assert found["members"] == 2 and found["racks"] == ["rack1", "rack2"]
+    assert found["partitions"] == 6
+    # the members run librdkafka's range; the plan is the fewest cross-rack there can be
+    assert found["cross_rack_planned"] == 0 <= found["cross_rack_now"]
+    assert found["would_apply"] is (found["cross_rack_now"] > 0)
+    assert "skipped" in summary["groups"]["nobody-home"]
+    plans = json.loads(Path(summary["why"]).read_text())
+    by_member = plans[group]["assignment"]
+    assert sorted(len(tps) for tps in by_member.values()) == [3, 3]
+    rack2 = [tps for tps in by_member.values()
+             if all(placement[tp["partition"]].count(1) for tp in tps)]
+    assert rack2, by_member  # the rack2 member only gets partitions with a replica there

@@ -106,7 +106,7 @@ def _field(obj: Any, name: str, default: Any = None) -> Any:
 def read_groups(admin: Any, groups: list[str]) -> list[dict[str, Any]]:
     """Members of each group (their client.rack and topics, KIP-881 subscription v3) in the
     snapshot's `consumer_groups` format; groups with no members are left out."""
-    found = admin.describe_consumer_groups(groups)
+    found = admin.describe_groups(groups)
     described = found if isinstance(found, dict) else {_field(g, "group_id"): g for g in found}
     out = []
     for group in groups:
@@ -128,7 +128,7 @@ def read_groups(admin: Any, groups: list[str]) -> list[dict[str, Any]]:
 
 def current_assignment(admin: Any, group: str) -> dict[str, list[tuple[str, int]]]:
     """What each member of ``group`` consumes now (from DescribeGroups)."""
-    found = admin.describe_consumer_groups([group])
+    found = admin.describe_groups([group])
     info = found.get(group) if isinstance(found, dict) else next(iter(found), None)
     out: dict[str, list[tuple[str, int]]] = {}
     for m in _field(info, "members", []) or []:
