@@ -162,6 +162,9 @@ class DetectConfig:
     # A broker that stops while one of its dirs is failed is paged unless it is back
     # within this long (an operator restarting it after replacing the disk).
     broker_return_grace_seconds: float = _field(60.0, _at_least(0.0))
+    # A broker gone (deregistered, or fenced) this long with no log-dir failure open gets
+    # its replicas re-replicated on the others; back before that, nothing is done.
+    broker_death_grace_seconds: float = _field(60.0, _at_least(0.0))
     # A record dated more than this ahead of the job's clock is dead-lettered: one record
     # from the far future would move event time (and the watermark) for its whole cluster.
     max_clock_ahead_seconds: float = _field(300.0, _positive)

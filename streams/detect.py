@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from streams.detect_types import (
+    BROKER_LEFT,
+    DEAD_BROKER,
     FIX_OFFLINE,
     MOVE_DIRS,
     ORDER,
@@ -152,7 +154,12 @@ class _Step:
         and an operator stops one to replace a disk. Paged by `page_departed` unless it
         is back within the grace."""
         state = self.state
-        if broker in state.paged or not self.failing(broker):
+        if broker in state.paged:
+            return
+        if not self.failing(broker):
+            # Gone with nothing failing: a crash or a lost machine; re-replicated after
+            # the grace unless it comes back.
+            state.dead[broker] = min(time, state.dead.get(broker, time))
             return
         state.departed[broker] = min(time, state.departed.get(broker, time))
 
@@ -202,6 +209,9 @@ class _Step:
         state.brokers = {b: (facts.alive.get(b, False), len(d)) for b, d in facts.dirs.items()}
         for broker in [b for b in state.departed if facts.alive.get(b, False)]:
             del state.departed[broker]  # back: a restart, not a halt
+        for broker in [b for b in {*state.dead, *state.healed} if facts.alive.get(b, False)]:
+            state.dead.pop(broker, None)  # back: a later death is a new one
+            state.healed.pop(broker, None)
         for (broker, log_dir), episode in list(state.episodes.items()):
             if seen.time <= episode.evidence:
                 continue
@@ -256,10 +266,32 @@ class _Step:
 
     # -- end of batch ---------------------------------------------------------------
 
+    def heal_dead(self) -> None:
+        """A broker gone past the grace with nothing else failing: one fix for every
+        replica it held, once per death (the executor's breaker stops it when too many
+        brokers are down at once)."""
+        state = self.state
+        if state.snapshot is None:
+            return
+        for broker, gone in sorted(state.dead.items()):
+            if state.healed.get(broker) == gone or self.failing(broker):
+                continue
+            if state.newest - gone < self.settings.broker_death_grace_ms:
+                continue
+            if state.snapshot.taken_at < gone:
+                continue  # plan from a snapshot that knows the broker is gone
+            state.healed[broker] = gone
+            grace = self.settings.broker_death_grace_ms / 1000
+            self.decisions.append(Decision(
+                DEAD_BROKER, self.cluster_id, gone, BROKER_LEFT, broker, None,
+                state.snapshot, (),
+                f"broker {broker} left the cluster and has not come back in {grace:.0f} s"))
+
     def finish(self, clock: Ms) -> None:
         state = self.state
         self.page_dead_dirs()
         self.page_departed()
+        self.heal_dead()
         if state.snapshot is not None:
             offline = tuple(sorted(state.episodes))
             for key in offline:

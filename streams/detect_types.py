@@ -22,11 +22,13 @@ Ms = int
 LOGDIR_EVENT = "logdir_event"
 METRIC = "metric"
 SNAPSHOT = "snapshot"
+BROKER_LEFT = "broker_left"
 
 FIX_OFFLINE = "fix_offline_replicas"
 MOVE_DIRS = "move_replica_dirs"
 REBALANCE_LEADERS = "rebalance_leaders"
 PAGE = "page_operator"
+DEAD_BROKER = "dead_broker"  # a decision: re-replicate everything a departed broker held
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +40,7 @@ class DetectSettings:
     signal_window_ms: Ms = 120_000
     fresh_snapshot_wait_ms: Ms = 15_000
     broker_return_grace_ms: Ms = 60_000
+    broker_death_grace_ms: Ms = 60_000
 
     @classmethod
     def from_config(cls, detect: DetectConfig) -> DetectSettings:
@@ -47,6 +50,7 @@ class DetectSettings:
             signal_window_ms=round(detect.signal_window_seconds * 1000),
             fresh_snapshot_wait_ms=round(detect.fresh_snapshot_wait_seconds * 1000),
             broker_return_grace_ms=round(detect.broker_return_grace_seconds * 1000),
+            broker_death_grace_ms=round(detect.broker_death_grace_seconds * 1000),
         )
 
 
@@ -225,6 +229,11 @@ class ClusterState:
     # broker -> when it was first seen gone with a failure open: paged after the grace
     # unless it comes back (an operator restarting it after replacing the disk).
     departed: dict[int, Ms] = field(default_factory=dict)
+    # broker -> when it was first seen gone with no failure open: its replicas are
+    # re-replicated after the grace; and the brokers whose death has been proposed (the
+    # same death is healed once; back and gone again is a new one).
+    dead: dict[int, Ms] = field(default_factory=dict)
+    healed: dict[int, Ms] = field(default_factory=dict)
     newest: Ms = 0  # newest event time seen: the clock when there is no watermark
 
     def to_json(self) -> str:
@@ -237,6 +246,8 @@ class ClusterState:
             "leaders": dataclasses.asdict(self.leaders) if self.leaders else None,
             "paged": {str(b): t for b, t in self.paged.items()},
             "departed": {str(b): t for b, t in self.departed.items()},
+            "dead": {str(b): t for b, t in self.dead.items()},
+            "healed": {str(b): t for b, t in self.healed.items()},
             "newest": self.newest,
         }, separators=(",", ":"))
 
@@ -253,5 +264,7 @@ class ClusterState:
             leaders=Spell(**doc["leaders"]) if doc["leaders"] else None,
             paged={int(b): t for b, t in doc["paged"].items()},
             departed={int(b): t for b, t in doc.get("departed", {}).items()},
+            dead={int(b): t for b, t in doc.get("dead", {}).items()},
+            healed={int(b): t for b, t in doc.get("healed", {}).items()},
             newest=doc["newest"],
         )

@@ -32,6 +32,7 @@ from schemas.actions import build_action
 from schemas.records import Action, Trigger
 from schemas.snapshot import SnapshotError, snapshot_from_dict
 from streams.detect_types import (
+    DEAD_BROKER,
     FIX_OFFLINE,
     MOVE_DIRS,
     PAGE,
@@ -95,6 +96,8 @@ class Proposer:
             model = self.model(decision)
             if decision.type == FIX_OFFLINE:
                 return self._fix_offline(decision, model, created)
+            if decision.type == DEAD_BROKER:
+                return self._fix_dead_broker(decision, model, created)
             if decision.type == MOVE_DIRS:
                 return self._move_dirs(decision, model, created)
             if decision.type == REBALANCE_LEADERS:
@@ -126,8 +129,6 @@ class Proposer:
         return self._action(decision, PAGE, plan, message, created)
 
     def _fix_offline(self, decision: Decision, model: ClusterModel, created: str) -> list[Action]:
-        from core.plan.offline import plan_offline
-
         broker, path = decision.broker, decision.log_dir
         degraded = broker in model.brokers_with_offline_dir
         # A replica on the dir: listed there, or with its dir unknown on that broker
@@ -138,6 +139,24 @@ class Proposer:
             for r in p.replicas
             if r.broker == broker and (r.log_dir == path or (r.log_dir is None and degraded))
         }
+        where = f"log dir {path} on broker {broker} is offline"
+        return self._re_replicate(decision, model, created, on_dir, where,
+                                  [path] if path else [])
+
+    def _fix_dead_broker(self, decision: Decision, model: ClusterModel,
+                         created: str) -> list[Action]:
+        broker = decision.broker
+        held = {(p.topic, p.partition): max(r.size_bytes for r in p.replicas)
+                for p in model.partitions for r in p.replicas if r.broker == broker}
+        return self._re_replicate(decision, model, created, held, decision.reason, [])
+
+    def _re_replicate(self, decision: Decision, model: ClusterModel, created: str,
+                      on_dir: dict[tuple[str, int], int], where: str,
+                      dirs: list[str]) -> list[Action]:
+        """A fix for the partitions that lost a replica (``on_dir``: their sizes), and a
+        page for those reassignment cannot repair."""
+        from core.plan.offline import plan_offline
+
         if not on_dir:
             return []
         plan = plan_offline(model)
@@ -151,15 +170,14 @@ class Proposer:
             copied += on_dir[(a.topic, a.partition)] * len(set(a.replicas) - before)
         out: list[Action] = []
         if targets:
-            reason = (f"log dir {path} on broker {broker} is offline; {len(targets)} "
-                      f"partition(s) lost their replica there: reassign them to healthy "
-                      f"brokers, rack-aware ({human_bytes(copied)} to copy)")
+            reason = (f"{where}; {len(targets)} partition(s) lost their replica there: "
+                      f"reassign them to healthy brokers, rack-aware ({human_bytes(copied)} "
+                      "to copy)")
             out.append(self._action(decision, FIX_OFFLINE,
                                     OfflinePlan(Reassignment(targets), lost), reason, created,
                                     copied))
         if lost:
-            out.append(self._page(decision, _lost_message(path, broker, lost),
-                                  [path] if path else [], created, lost))
+            out.append(self._page(decision, _lost_message(where, lost), dirs, created, lost))
         return out
 
     def _move_dirs(self, decision: Decision, model: ClusterModel, created: str) -> list[Action]:
@@ -208,7 +226,7 @@ class Proposer:
         return [self._action(decision, REBALANCE_LEADERS, plan, reason, created)]
 
 
-def _lost_message(path: str | None, broker: int | None, lost: tuple[Any, ...]) -> str:
+def _lost_message(where: str, lost: tuple[Any, ...]) -> str:
     """What the operator must know about partitions reassignment cannot repair: one line
     per cause (every copy offline; no broker left to take one), naming the topics."""
     by_reason: dict[str, dict[str, int]] = {}
@@ -221,9 +239,8 @@ def _lost_message(path: str | None, broker: int | None, lost: tuple[Any, ...]) -
         shown = ", ".join(named[:10]) + (f" and {len(named) - 10} more topics"
                                         if len(named) > 10 else "")
         parts.append(f"{reason}: {shown}")
-    return (f"log dir {path} on broker {broker} is offline and reassignment cannot repair "
-            f"{len(lost)} partition(s) on it; " + "; ".join(parts) + ". Replace the disk and "
-            "restart the broker, or add brokers")
+    return (f"{where} and reassignment cannot repair {len(lost)} partition(s) there; "
+            + "; ".join(parts) + ". Replace the disk and restart the broker, or add brokers")
 
 
 def describe(action: Action) -> str:

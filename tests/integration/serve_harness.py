@@ -291,8 +291,9 @@ def leader_tilted_topic(state: SandboxState, prefix: str, replicas: list[int],
                         new_leader: int) -> str:
     """A topic whose partition 0 has `replicas` (led by the first), and, beside it, as many
     partitions led by that broker as it takes for moving partition 0's leader to
-    `new_leader` to even leaders out cluster-wide, with room to spare (the executor supersedes a leader plan
-    that does not). Counted again after each topic: leaders elsewhere may still move."""
+    `new_leader` to even leaders out cluster-wide, with room to spare (the executor
+    supersedes a leader plan that does not). Counted again after each topic: leaders
+    elsewhere may still move."""
     from remediation.executor.checks import leader_counts
 
     heavy = replicas[0]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from streams.detect import Detector
 from streams.detect_types import (
+    BROKER_LEFT,
+    DEAD_BROKER,
     FIX_OFFLINE,
     LOGDIR_EVENT,
     METRIC,
@@ -283,3 +285,45 @@ def test_an_older_snapshot_arriving_late_is_ignored():
     assert run.batch(snap(T0)) == []
     assert (1, "/b1/d1") in run.state.episodes
     assert run.state.snapshot.taken_at == T0 + 60_000
+
+
+# --- a broker that dies ------------------------------------------------------------------
+
+
+def test_a_broker_gone_past_the_grace_is_re_replicated_once():
+    run = Run()
+    run.batch(snap(T0 - 60_000))
+    assert run.batch(BrokerGone(T0, 2), snap(T0 + 1000, dead={2})) == []
+    assert run.batch(snap(T0 + 59_000, dead={2})) == []  # still within the grace
+    (fix,) = run.batch(snap(T0 + 61_000, dead={2}))
+    assert (fix.type, fix.broker, fix.log_dir, fix.trigger_kind) == (
+        DEAD_BROKER, 2, None, BROKER_LEFT)
+    assert fix.event_time == T0 and fix.snapshot.taken_at == T0 + 61_000
+    assert fix.reason == "broker 2 left the cluster and has not come back in 60 s"
+    # Every later snapshot still shows it gone: the same death is healed once.
+    assert run.batch(BrokerGone(T0 + 70_000, 2), snap(T0 + 120_000, dead={2})) == []
+
+
+def test_a_broker_back_within_the_grace_gets_nothing_and_a_second_death_is_healed_again():
+    run = Run()
+    run.batch(snap(T0 - 60_000))
+    run.batch(BrokerGone(T0, 1))
+    assert run.batch(snap(T0 + 30_000)) == []  # back (a restart)
+    assert run.batch(snap(T0 + 90_000)) == [] and run.state.dead == {}
+    run.batch(BrokerGone(T0 + 100_000, 1))
+    (first,) = run.batch(snap(T0 + 161_000, dead={1}))
+    assert (first.type, first.event_time) == (DEAD_BROKER, T0 + 100_000)
+    run.batch(snap(T0 + 170_000))  # back after its fix was proposed
+    run.batch(BrokerGone(T0 + 200_000, 1))
+    (second,) = run.batch(snap(T0 + 261_000, dead={1}))
+    assert (second.type, second.event_time) == (DEAD_BROKER, T0 + 200_000)
+
+
+def test_a_broker_that_stops_after_its_dir_failed_is_paged_not_re_replicated_twice():
+    run = Run()
+    run.batch(snap(T0 - 60_000))
+    (fix,) = run.batch(Failure(T0, METRIC, 0, "/b0/d1"), snap(T0 + 1000, offline={(0, "/b0/d1")}))
+    assert fix.type == FIX_OFFLINE
+    decisions = run.batch(BrokerGone(T0 + 5000, 0), snap(T0 + 70_000, dead={0},
+                                                          offline={(0, "/b0/d1")}))
+    assert [d.type for d in decisions] == [PAGE]

@@ -11,6 +11,8 @@ import msgspec
 from core.plan.disks import broker_usage, mean_ratio, over_limit
 from schemas.registry import validate
 from streams.detect_types import (
+    BROKER_LEFT,
+    DEAD_BROKER,
     FIX_OFFLINE,
     LOGDIR_EVENT,
     METRIC,
@@ -222,8 +224,27 @@ def test_what_cannot_be_repaired_is_one_line_per_cause_naming_the_topics():
         ("__consumer_offsets", 3, "no broker left to take a replica"),
         ("orders", 1, "no broker left to take a replica"),
         ("solo", 0, "no online replica: every copy is offline")])
-    assert _lost_message("/d2", 1, lost) == (
-        "log dir /d2 on broker 1 is offline and reassignment cannot repair 4 partition(s) on "
-        "it; no broker left to take a replica: __consumer_offsets (2 partitions), orders "
+    assert _lost_message("log dir /d2 on broker 1 is offline", lost) == (
+        "log dir /d2 on broker 1 is offline and reassignment cannot repair 4 partition(s) "
+        "there; no broker left to take a replica: __consumer_offsets (2 partitions), orders "
         "(1 partition); no online replica: every copy is offline: solo (1 partition). Replace "
         "the disk and restart the broker, or add brokers")
+
+
+def test_a_dead_broker_gets_one_fix_for_every_replica_it_held_and_a_page_for_the_rest():
+    document = cluster()
+    for b in document["brokers"]:
+        if b["id"] == 2:
+            b["alive"] = False
+    held = {(p["topic"], p["partition"]) for p in document["partitions"]
+            if any(r["broker"] == 2 for r in p["replicas"])}
+    (fix,) = Proposer(Reads(document)).actions(decision(
+        DEAD_BROKER, 2, None, (), trigger_kind=BROKER_LEFT,
+        reason="broker 2 left the cluster and has not come back in 60 s"))
+    validate("action", fix.to_dict())
+    assert fix.type == FIX_OFFLINE and named(fix) == held
+    for target in fix.plan["partitions"]:
+        assert 2 not in target["replicas"] and len(target["replicas"]) == 2
+    assert (fix.trigger.kind, fix.trigger.broker, fix.trigger.log_dir) == (BROKER_LEFT, 2, None)
+    assert fix.reason.startswith("broker 2 left the cluster and has not come back in 60 s; "
+                                 f"{len(held)} partition(s) lost their replica there")
