@@ -86,6 +86,7 @@ class ZkLeadership:
         self._log = log
         self._states = KazooState
         self._leader = False
+        self._stale = False  # the session that held `lock` expired
         self._connected = threading.Event()
         self.client = KazooClient(hosts=hosts, timeout=session_timeout)
         self.client.add_listener(self._on_state)
@@ -105,15 +106,22 @@ class ZkLeadership:
             self._connected.set()
         else:
             self._connected.clear()
-            if state == self._states.LOST and self._leader:
-                self._leader = False
-                self._log("ZooKeeper session lost: no longer the active executor")
+            if state == self._states.LOST:
+                # The lock's node died with the session, but the recipe object still
+                # believes it holds it (and keeps its inner lock): `wait` makes a new one.
+                self._stale = True
+                if self._leader:
+                    self._leader = False
+                    self._log("ZooKeeper session lost: no longer the active executor")
 
     def wait(self, stop: threading.Event, timeout: float | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
             if not self._connected.wait(timeout=1.0):
                 continue
+            if self._stale:
+                self._stale = False
+                self.lock = self.client.Lock(self.path, self.me)
             try:
                 if self.lock.acquire(blocking=True, timeout=1.0):
                     self._leader = True
@@ -126,7 +134,8 @@ class ZkLeadership:
         return False
 
     def is_leader(self) -> bool:
-        return self._leader and self._connected.is_set() and self.lock.is_acquired
+        return (self._leader and not self._stale and self._connected.is_set()
+                and self.lock.is_acquired)
 
     def holder(self) -> str | None:
         try:
