@@ -30,10 +30,10 @@ from core.model import ClusterModel
 from core.plan import plan_offline
 from core.plan.formats import OfflinePlan, Reassignment
 from core.signing import ActionSigner
-from remediation.executor.checks import LiveView
 from remediation.executor.policy import policy_from_mapping
 from remediation.executor.runner import Executor
 from remediation.executor.store import ActionStore
+from remediation.executor.view import LiveView
 from schemas.actions import build_action
 from schemas.records import Trigger
 from schemas.snapshot import snapshot_from_dict

@@ -8,107 +8,33 @@ the replicas being moved between dirs), so every rule is testable without Kafka:
 - `applies`: re-read before acting. A plan whose premises no longer hold (the replica it
   replaces is online again, replicas moved, someone else's reassignment runs on its
   partitions, it is already in its target state) is stale and is superseded, never run.
-- `status`: while executing, which partitions are done, in flight, or not started.
-- `verify`: the target state, checked after the moves: the executor's last word.
+- `returned_broker`, `page_resolved`: a dead broker back, a page's problem gone.
+
+How far an executing action is and whether it verifies: `progress.py`; the view itself
+and the tallies: `view.py`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from functools import cached_property
+from collections.abc import Mapping
+from dataclasses import dataclass
 
-from core.model import ClusterModel
 from core.plan.disks import DEFAULT_THRESHOLD, broker_usage, is_skewed, skew
+from remediation.executor.view import (
+    LiveView,
+    dir_moves,
+    replicas_of,
+    summarise,
+)
 from schemas.plans import PartitionAssignment
 from schemas.records import Action
 from schemas.snapshot import Partition
-
-TP = tuple[str, int]
-MAX_REASONS = 5  # a verdict names this many partitions, then "and N more"
-
-
-@dataclass(frozen=True, slots=True)
-class Reassigning:
-    """One partition reassignment in flight (ListPartitionReassignments)."""
-
-    replicas: tuple[int, ...]
-    adding: tuple[int, ...]
-    removing: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class LiveView:
-    """The cluster as the executor just read it."""
-
-    model: ClusterModel
-    reassigning: Mapping[TP, Reassigning] = field(default_factory=dict)
-    # (topic, partition, broker) -> the dir a replica is being moved to (a future replica)
-    future: Mapping[tuple[str, int, int], str] = field(default_factory=dict)
-    # Whole-cluster figures when `model` holds only some topics (KafkaCluster.read):
-    # bytes per (broker, dir) and partitions led per broker; None: from `model`.
-    all_dir_bytes: Mapping[tuple[int, str], int] | None = None
-    all_leaders: Mapping[int, int] | None = None
-
-    @property
-    def dir_bytes(self) -> Mapping[tuple[int, str], int]:
-        return self.model.dir_bytes if self.all_dir_bytes is None else self.all_dir_bytes
-
-    @cached_property
-    def leaders(self) -> Mapping[int, int]:
-        if self.all_leaders is not None:
-            return self.all_leaders
-        return leader_counts(p.leader for p in self.model.partitions)
-
-    @property
-    def cluster_id(self) -> str:
-        return self.model.snapshot.cluster_id
-
-    @cached_property
-    def _index(self) -> dict[TP, int]:
-        return self.model.partition_index()
-
-    def partition(self, topic: str, number: int) -> Partition | None:
-        i = self._index.get((topic, number))
-        return None if i is None else self.model.partitions[i]
-
-    def reassignments_per_broker(self) -> dict[int, int]:
-        """Reassignments in flight that touch each broker (the policy's concurrency limit)."""
-        out: dict[int, int] = {}
-        for r in self.reassigning.values():
-            for b in set(r.replicas) | set(r.adding) | set(r.removing):
-                out[b] = out.get(b, 0) + 1
-        return out
-
-    def online_dir(self, broker: int, path: str) -> bool:
-        d = self.model.dirs.get(broker, {}).get(path)
-        return d is not None and d.online
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
     applies: bool
     reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Status:
-    """Partitions of an executing action by progress; names with a few words each."""
-
-    done: tuple[str, ...] = ()
-    in_flight: tuple[str, ...] = ()
-    not_started: tuple[str, ...] = ()
-
-    @property
-    def finished(self) -> bool:
-        return not self.in_flight and not self.not_started
-
-
-def summarise(items: Iterable[str], limit: int = MAX_REASONS) -> str:
-    """'a; b; c' cut to `limit` items, saying how many more there are."""
-    items = list(items)
-    shown = "; ".join(items[:limit])
-    return shown + (f"; and {len(items) - limit} more" if len(items) > limit else "")
 
 
 def _brokers_named(action: Action) -> set[int]:
@@ -136,15 +62,6 @@ def problems(action: Action, view: LiveView) -> list[str]:
                 continue
             out.append(f"the plan puts {t.name} on broker {b} in {path}, which is not one of "
                        f"its log dirs ({', '.join(sorted(model.dirs[b]))})")
-    return out
-
-
-def leader_counts(leaders: Iterable[int]) -> dict[int, int]:
-    """Partitions led per broker (-1, no leader, is not counted)."""
-    out: dict[int, int] = {}
-    for b in leaders:
-        if b >= 0:
-            out[b] = out.get(b, 0) + 1
     return out
 
 
@@ -196,10 +113,6 @@ def applies(action: Action, view: LiveView,
 _DONE = "done"
 
 
-def _replicas(p: Partition) -> tuple[int, ...]:
-    return tuple(r.broker for r in p.replicas)
-
-
 def _can_take(view: LiveView, broker: int, t: PartitionAssignment) -> str | None:
     model = view.model
     if broker not in model.alive:
@@ -214,7 +127,7 @@ def _can_take(view: LiveView, broker: int, t: PartitionAssignment) -> str | None
 
 def _fix_offline_stale(t: PartitionAssignment, p: Partition, view: LiveView) -> str | None:
     model = view.model
-    current = _replicas(p)
+    current = replicas_of(p)
     offline = {r.broker for r in p.replicas if model.is_offline(r)}
     if current == t.replicas and not offline:
         return _DONE
@@ -239,8 +152,8 @@ def _fix_offline_stale(t: PartitionAssignment, p: Partition, view: LiveView) -> 
 
 def _move_dirs_stale(t: PartitionAssignment, p: Partition, view: LiveView) -> str | None:
     model = view.model
-    if set(_replicas(p)) != set(t.replicas):
-        return f"the replicas of {t.name} changed to {list(_replicas(p))} since the plan"
+    if set(replicas_of(p)) != set(t.replicas):
+        return f"the replicas of {t.name} changed to {list(replicas_of(p))} since the plan"
     pending = 0
     dirs = {r.broker: r.log_dir for r in p.replicas}
     for b in t.replicas:
@@ -265,7 +178,7 @@ def _move_dirs_stale(t: PartitionAssignment, p: Partition, view: LiveView) -> st
 
 def _leaders_stale(t: PartitionAssignment, p: Partition, view: LiveView) -> str | None:
     model = view.model
-    current = _replicas(p)
+    current = replicas_of(p)
     if set(current) != set(t.replicas):
         return f"the replicas of {t.name} changed to {list(current)} since the plan"
     preferred = t.replicas[0]
@@ -320,6 +233,14 @@ def _leader_premise(action: Action, view: LiveView) -> str | None:
             f"now -> after: {shown})")
 
 
+def returned_broker(action: Action, view: LiveView) -> int | None:
+    """The broker a dead-broker fix is about, when the live cluster has it back."""
+    broker = action.trigger.broker
+    if action.trigger.kind == "broker_left" and broker is not None and broker in view.model.alive:
+        return broker
+    return None
+
+
 def page_resolved(action: Action, view: LiveView) -> str | None:
     """How the live cluster shows a page's problem gone (every broker it names is up, every
     dir it names is online, or no longer one of its broker's dirs); None while it is not."""
@@ -335,123 +256,3 @@ def page_resolved(action: Action, view: LiveView) -> str | None:
             + (", ".join(named) or "nothing named") + " up and online)")
 
 
-def status(action: Action, view: LiveView) -> Status:
-    """Progress of an executing action's moves, partition by partition."""
-    done: list[str] = []
-    flying: list[str] = []
-    waiting: list[str] = []
-    for t in action.targets():
-        p = view.partition(t.topic, t.partition)
-        if p is None:
-            waiting.append(f"{t.name}: the partition is gone")
-            continue
-        r = view.reassigning.get((t.topic, t.partition))
-        if r is not None:
-            flying.append(f"{t.name}: adding {list(r.adding)}, removing {list(r.removing)}")
-            continue
-        if action.type == "move_replica_dirs":
-            state = _dir_progress(t, p, view)
-            {"done": done, "moving": flying, "waiting": waiting}[state[0]].append(state[1])
-        elif _replicas(p) == t.replicas:
-            done.append(f"{t.name}: replicas {list(t.replicas)}")
-        elif set(_replicas(p)) > set(t.replicas):
-            # The controller is done (or about to be) but this broker's metadata still
-            # lists the replicas being removed: it catches up within moments.
-            flying.append(f"{t.name}: finishing, metadata still lists {list(_replicas(p))}")
-        else:
-            waiting.append(f"{t.name}: replicas {list(_replicas(p))}, target {list(t.replicas)}, "
-                           "no reassignment in flight")
-    return Status(tuple(done), tuple(flying), tuple(waiting))
-
-
-def _dir_progress(t: PartitionAssignment, p: Partition, view: LiveView) -> tuple[str, str]:
-    dirs = {r.broker: r.log_dir for r in p.replicas}
-    moving, waiting = [], []
-    for b in t.replicas:
-        path = t.dir_of(b)
-        if path is None:
-            continue
-        future = view.future.get((t.topic, t.partition, b))
-        if future is not None:
-            moving.append(f"broker {b} -> {future}")
-        elif dirs.get(b) != path:
-            waiting.append(f"broker {b} in {dirs.get(b)}, target {path}")
-    if moving:
-        return "moving", f"{t.name}: " + ", ".join(moving)
-    if waiting:
-        return "waiting", f"{t.name}: " + ", ".join(waiting)
-    return "done", f"{t.name}: in its target dirs"
-
-
-def dir_moves(action: Action, view: LiveView) -> dict[tuple[str, int, int], str]:
-    """Replicas not yet in the dir the plan names: (topic, partition, broker) -> dir.
-
-    For a fix, only replicas that exist already and whose broker takes intra-broker
-    moves (none of its dirs offline); the others are placed by the reassignment itself.
-    """
-    model = view.model
-    out: dict[tuple[str, int, int], str] = {}
-    for t in action.targets():
-        p = view.partition(t.topic, t.partition)
-        if p is None:
-            continue
-        dirs = {r.broker: r.log_dir for r in p.replicas}
-        for b in t.replicas:
-            path = t.dir_of(b)
-            if (path is None or b not in dirs or dirs[b] == path
-                    or b in model.brokers_with_offline_dir or b not in model.alive):
-                continue
-            if view.future.get((t.topic, t.partition, b)) == path:
-                continue  # already on its way
-            out[(t.topic, t.partition, b)] = path
-    return out
-
-
-def verify(action: Action, view: LiveView) -> list[str]:
-    """What still differs from the plan's target state; empty when it is reached."""
-    if action.is_page or action.type == "assign_consumers":
-        return []
-    model = view.model
-    out: list[str] = []
-    elect = set(action.elections())
-    for t in action.targets():
-        p = view.partition(t.topic, t.partition)
-        if p is None:
-            out.append(f"{t.name} no longer exists")
-            continue
-        current = _replicas(p)
-        if (t.topic, t.partition) in view.reassigning:
-            out.append(f"{t.name} is still being reassigned")
-        if action.type == "move_replica_dirs":
-            if set(current) != set(t.replicas):
-                out.append(f"{t.name} has replicas {list(current)}, the plan {list(t.replicas)}")
-        elif current != t.replicas:
-            out.append(f"{t.name} has replicas {list(current)}, the plan {list(t.replicas)}")
-        offline = sorted(r.broker for r in p.replicas if model.is_offline(r))
-        if offline:
-            out.append(f"{t.name} has offline replicas on brokers {offline}")
-        if action.type == "fix_offline_replicas":
-            behind = sorted(set(t.replicas) - set(p.isr))
-            if behind:
-                out.append(f"{t.name}: brokers {behind} are not in the ISR yet")
-        if action.type in ("move_replica_dirs", "fix_offline_replicas"):
-            out.extend(_misplaced(t, p, view))
-        if (t.topic, t.partition) in elect and p.leader != t.replicas[0]:
-            out.append(f"{t.name} is led by broker {p.leader}, the plan wants {t.replicas[0]}")
-    return out
-
-
-def _misplaced(t: PartitionAssignment, p: Partition, view: LiveView) -> list[str]:
-    model = view.model
-    dirs = {r.broker: r.log_dir for r in p.replicas}
-    out = []
-    for b in t.replicas:
-        path = t.dir_of(b)
-        # A broker with an offline dir cannot say where a replica sits, nor move it.
-        if path is None or b in model.brokers_with_offline_dir:
-            continue
-        if (t.topic, t.partition, b) in view.future:
-            out.append(f"{t.name} on broker {b} is still moving to {path}")
-        elif dirs.get(b) != path:
-            out.append(f"{t.name} on broker {b} is in {dirs.get(b)}, the plan says {path}")
-    return out

@@ -13,8 +13,8 @@ from typing import Any
 
 from core.live import PlacementMemory, describe_dirs, read_snapshot
 from core.model import ClusterModel
-from remediation.executor.checks import TP, LiveView, Reassigning, leader_counts
 from remediation.executor.throttle import Configs, split
+from remediation.executor.view import TP, LiveView, Reassigning, leader_counts
 from schemas.snapshot import snapshot_from_dict
 
 PREFERRED = 0  # ElectLeaders election type

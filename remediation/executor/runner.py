@@ -23,9 +23,8 @@ from typing import Any
 from core import clock
 from core.plan.disks import DEFAULT_THRESHOLD
 from core.signing import ActionSigner, SignatureError
-from remediation.executor import checks, throttle
+from remediation.executor import checks, progress, throttle
 from remediation.executor.actions import ActionError, parse_action_json, stored_action
-from remediation.executor.checks import LiveView
 from remediation.executor.cluster import ClusterError, KafkaCluster
 from remediation.executor.lifecycle import (
     PAGE_OPERATOR,
@@ -36,6 +35,7 @@ from remediation.executor.lifecycle import (
 from remediation.executor.policy import ClusterHealth, Policy, Ruling
 from remediation.executor.store import ActionRow, ActionStore
 from remediation.executor.throttling import ACTOR, Throttles
+from remediation.executor.view import LiveView, dir_moves
 from schemas.records import Action
 
 HOUR = timedelta(hours=1)
@@ -271,6 +271,15 @@ class Executor:
                          f"not done after {elapsed:.0f} s (execution timeout "
                          f"{self.timeouts.execution_seconds:g} s)")
             return
+        back = checks.returned_broker(action, view)
+        if back is not None:
+            st = progress.status(action, view)
+            self._revert(row, action, view, State.CANCELLED, ACTOR,
+                         f"broker {back} came back while its replicas were re-replicated: the "
+                         f"remaining moves are cancelled ({len(st.done)} of "
+                         f"{len(action.targets())} partitions had their new replicas; the "
+                         "others keep theirs, its own among them)")
+            return
         if action.type == "move_replica_dirs":
             self._advance_dirs(row, action, view)
         elif action.type == "assign_consumers":
@@ -283,7 +292,7 @@ class Executor:
             self._advance_reassignment(row, action, view)
 
     def _advance_reassignment(self, row: ActionRow, action: Action, view: LiveView) -> None:
-        st = checks.status(action, view)
+        st = progress.status(action, view)
         journal = row.journal
         if st.not_started:
             if not journal.get("submitted"):
@@ -338,7 +347,7 @@ class Executor:
 
     def _dirs_in_place(self, row: ActionRow, action: Action, view: LiveView) -> bool:
         """Moves replicas into the dirs the plan names once they exist; True when none left."""
-        moves = checks.dir_moves(action, view)
+        moves = dir_moves(action, view)
         flying = [k for k in view.future if k[:2] in {(t.topic, t.partition)
                                                       for t in action.targets()}]
         if not moves:
@@ -355,8 +364,8 @@ class Executor:
         return False
 
     def _advance_dirs(self, row: ActionRow, action: Action, view: LiveView) -> None:
-        moves = checks.dir_moves(action, view)
-        st = checks.status(action, view)
+        moves = dir_moves(action, view)
+        st = progress.status(action, view)
         if moves and not row.journal.get("submitted"):
             self.throttles.apply(row.id, "intra", throttle.intra_broker(
                 moves, self.policy.limits.intra_broker_throttle_bytes_per_s))
@@ -391,7 +400,7 @@ class Executor:
     def _verify(self, row: ActionRow, action: Action) -> None:
         self.throttles.restore(row.id)  # in case the executor stopped between the moves and here
         view = self._read(action)
-        problems = checks.verify(action, view)
+        problems = progress.verify(action, view)
         if not problems:
             done = f"{len(action.targets())} partitions in their target state"
             self._progress(row, f"done: {done}")  # what the live cluster shows, not a count

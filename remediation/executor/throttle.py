@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from remediation.executor.checks import LiveView
+from remediation.executor.view import LiveView
 from schemas.records import Action
 
 LEADER_RATE = "leader.replication.throttled.rate"

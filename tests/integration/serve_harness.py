@@ -294,7 +294,7 @@ def leader_tilted_topic(state: SandboxState, prefix: str, replicas: list[int],
     `new_leader` to even leaders out cluster-wide, with room to spare (the executor
     supersedes a leader plan that does not). Counted again after each topic: leaders
     elsewhere may still move."""
-    from remediation.executor.checks import leader_counts
+    from remediation.executor.view import leader_counts
 
     heavy = replicas[0]
     others = [b for b in replicas if b != new_leader] + [new_leader]

@@ -4,17 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from remediation.executor.actions import Action, parse_action
-from remediation.executor.checks import (
-    LiveView,
-    Reassigning,
-    applies,
-    dir_moves,
-    page_resolved,
-    problems,
-    status,
-    verify,
-)
+from remediation.executor.actions import parse_action
+from remediation.executor.checks import applies, page_resolved, problems, returned_broker
+from remediation.executor.progress import status, verify
+from remediation.executor.view import LiveView, Reassigning, dir_moves
+from schemas.records import Action
 from tests.unit.action_records import with_id
 from tests.unit.plan_snapshots import GIB, broker, doc, model, partition
 
@@ -215,3 +209,18 @@ def test_a_page_resolves_when_the_live_cluster_no_longer_shows_its_problem() -> 
         "resolved: the live cluster no longer shows the problem (broker 3, /d2 up and online)")
     gone = action("page_operator", {"message": "m", "brokers": [3], "log_dirs": ["/d9"]})
     assert page_resolved(gone, cluster()) is not None  # the dir left log.dirs: nothing to page
+
+
+def test_a_dead_broker_fix_knows_when_its_broker_is_back() -> None:
+    record = with_id({
+        "version": 1, "cluster_id": "test", "action_id": "", "type": "fix_offline_replicas",
+        "created_at": "2026-11-22T03:00:00Z", "event_time": "2026-11-22T03:00:00Z",
+        "reason": "test", "trigger": {"kind": "broker_left", "broker": 3},
+        "plan": {"version": 1, "partitions": [{"topic": "t", "partition": 0,
+                                               "replicas": [1, 2]}]},
+        "summary": {"partitions": 1, "bytes": 0, "brokers": [1, 2]}})
+    fix = parse_action(record)
+    assert returned_broker(fix, cluster(dead=3)) is None
+    assert returned_broker(fix, cluster()) == 3
+    dir_fix = parse_action(with_id({**record, "trigger": {"kind": "logdir_event", "broker": 3}}))
+    assert returned_broker(dir_fix, cluster()) is None  # only a broker's death is undone

@@ -1,0 +1,125 @@
+"""How far an executing action is, and whether the live cluster shows its target state.
+
+- `status`: while executing, which partitions are done, in flight, or not started.
+- `verify`: the target state, checked after the moves: the executor's last word.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from remediation.executor.view import LiveView, replicas_of
+from schemas.plans import PartitionAssignment
+from schemas.records import Action
+from schemas.snapshot import Partition
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """Partitions of an executing action by progress; names with a few words each."""
+
+    done: tuple[str, ...] = ()
+    in_flight: tuple[str, ...] = ()
+    not_started: tuple[str, ...] = ()
+
+    @property
+    def finished(self) -> bool:
+        return not self.in_flight and not self.not_started
+
+
+def status(action: Action, view: LiveView) -> Status:
+    """Progress of an executing action's moves, partition by partition."""
+    done: list[str] = []
+    flying: list[str] = []
+    waiting: list[str] = []
+    for t in action.targets():
+        p = view.partition(t.topic, t.partition)
+        if p is None:
+            waiting.append(f"{t.name}: the partition is gone")
+            continue
+        r = view.reassigning.get((t.topic, t.partition))
+        if r is not None:
+            flying.append(f"{t.name}: adding {list(r.adding)}, removing {list(r.removing)}")
+            continue
+        if action.type == "move_replica_dirs":
+            state = _dir_progress(t, p, view)
+            {"done": done, "moving": flying, "waiting": waiting}[state[0]].append(state[1])
+        elif replicas_of(p) == t.replicas:
+            done.append(f"{t.name}: replicas {list(t.replicas)}")
+        elif set(replicas_of(p)) > set(t.replicas):
+            # The controller is done (or about to be) but this broker's metadata still
+            # lists the replicas being removed: it catches up within moments.
+            flying.append(f"{t.name}: finishing, metadata still lists {list(replicas_of(p))}")
+        else:
+            waiting.append(f"{t.name}: replicas {list(replicas_of(p))}, target {list(t.replicas)}, "
+                           "no reassignment in flight")
+    return Status(tuple(done), tuple(flying), tuple(waiting))
+
+
+def _dir_progress(t: PartitionAssignment, p: Partition, view: LiveView) -> tuple[str, str]:
+    dirs = {r.broker: r.log_dir for r in p.replicas}
+    moving, waiting = [], []
+    for b in t.replicas:
+        path = t.dir_of(b)
+        if path is None:
+            continue
+        future = view.future.get((t.topic, t.partition, b))
+        if future is not None:
+            moving.append(f"broker {b} -> {future}")
+        elif dirs.get(b) != path:
+            waiting.append(f"broker {b} in {dirs.get(b)}, target {path}")
+    if moving:
+        return "moving", f"{t.name}: " + ", ".join(moving)
+    if waiting:
+        return "waiting", f"{t.name}: " + ", ".join(waiting)
+    return "done", f"{t.name}: in its target dirs"
+
+
+def verify(action: Action, view: LiveView) -> list[str]:
+    """What still differs from the plan's target state; empty when it is reached."""
+    if action.is_page or action.type == "assign_consumers":
+        return []
+    model = view.model
+    out: list[str] = []
+    elect = set(action.elections())
+    for t in action.targets():
+        p = view.partition(t.topic, t.partition)
+        if p is None:
+            out.append(f"{t.name} no longer exists")
+            continue
+        current = replicas_of(p)
+        if (t.topic, t.partition) in view.reassigning:
+            out.append(f"{t.name} is still being reassigned")
+        if action.type == "move_replica_dirs":
+            if set(current) != set(t.replicas):
+                out.append(f"{t.name} has replicas {list(current)}, the plan {list(t.replicas)}")
+        elif current != t.replicas:
+            out.append(f"{t.name} has replicas {list(current)}, the plan {list(t.replicas)}")
+        offline = sorted(r.broker for r in p.replicas if model.is_offline(r))
+        if offline:
+            out.append(f"{t.name} has offline replicas on brokers {offline}")
+        if action.type == "fix_offline_replicas":
+            behind = sorted(set(t.replicas) - set(p.isr))
+            if behind:
+                out.append(f"{t.name}: brokers {behind} are not in the ISR yet")
+        if action.type in ("move_replica_dirs", "fix_offline_replicas"):
+            out.extend(_misplaced(t, p, view))
+        if (t.topic, t.partition) in elect and p.leader != t.replicas[0]:
+            out.append(f"{t.name} is led by broker {p.leader}, the plan wants {t.replicas[0]}")
+    return out
+
+
+def _misplaced(t: PartitionAssignment, p: Partition, view: LiveView) -> list[str]:
+    model = view.model
+    dirs = {r.broker: r.log_dir for r in p.replicas}
+    out = []
+    for b in t.replicas:
+        path = t.dir_of(b)
+        # A broker with an offline dir cannot say where a replica sits, nor move it.
+        if path is None or b in model.brokers_with_offline_dir:
+            continue
+        if (t.topic, t.partition, b) in view.future:
+            out.append(f"{t.name} on broker {b} is still moving to {path}")
+        elif dirs.get(b) != path:
+            out.append(f"{t.name} on broker {b} is in {dirs.get(b)}, the plan says {path}")
+    return out
