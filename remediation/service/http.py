@@ -22,6 +22,12 @@ token in it (http://selfheal:<token>@host:port/alertmanager), or with
 The pages are read-only; nothing changes without the link's token (approval page) or the
 API token. The confirm POST carries a CSRF token bound to the link, and a cross-site
 POST (Origin or Sec-Fetch-Site saying so) is refused before anything is read.
+
+Abuse: requests are read whole by one selector thread before a handler thread sees them
+(remediation/service/guard.py: deadlines, 408, 431, 503 when too busy), so slow clients
+and floods of connections hold no handler; malformed framing (a bad request line,
+headers over MAX_HEADER_BYTES, a Content-Length that is not one number or that the body
+never reaches, a chunked body) is answered 4xx and the connection closed.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -44,11 +50,12 @@ from remediation.executor.store import ActionRow, ActionStore
 from remediation.service import metrics, pages
 from remediation.service.alerts import AlertPayloadError, parse_webhook, receive, stored_alert
 from remediation.service.approvals import Approvals, NotAllowed
+from remediation.service.guard import MAX_BODY, MAX_OPEN, GuardedServer, WholeRequestMixin
 from remediation.service.links import LinkRefused
 from schemas import wire
 from schemas.registry import RecordError
 
-MAX_BODY = 1 << 20
+MAX_HEADER_BYTES = 64 << 10
 _ID = re.compile(r"[0-9a-f]{64}")
 _ACTOR = re.compile(r"[\w .@+-]{1,100}")
 HTML = "text/html; charset=utf-8"
@@ -88,15 +95,25 @@ def _error(status: int, message: str) -> _Reply:
     return _Reply(status, {"error": message})
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(WholeRequestMixin, BaseHTTPRequestHandler):
     server: ServiceServer
     protocol_version = "HTTP/1.1"
     server_version = "selfheal"
+    # A request line without a version is not answered the HTTP/0.9 way (a bare body):
+    # every refusal carries a status line a client can read.
+    default_request_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # /metrics counts requests; access logs would repeat link tokens
 
     # --- plumbing -----------------------------------------------------------------------
+
+    def send_error(self, code: int, message: str | None = None,
+                   explain: str | None = None) -> None:
+        # http.server's own refusals (bad request line, headers too long or too many,
+        # a version it cannot speak): the framing is broken, so is the connection.
+        self.close_connection = True
+        super().send_error(code, message, explain)
 
     def do_GET(self) -> None:
         self._dispatch("GET")
@@ -108,6 +125,7 @@ class Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         route = "other"
         try:
+            self._framing()
             route, reply = self._route(method, path)
             raise reply
         except _Reply as r:
@@ -118,6 +136,25 @@ class Handler(BaseHTTPRequestHandler):
             self._send(_error(500, f"internal error: {type(exc).__name__}: {exc}"))
             self.server.service.counters.inc("selfheal_http_requests_total", route=route,
                                              code="500")
+
+    def _framing(self) -> None:
+        """Refuse what this server does not frame: the connection ends after the reply."""
+        size = sum(len(k) + len(v) + 4 for k, v in self.headers.items())
+        if size > MAX_HEADER_BYTES:
+            self.close_connection = True
+            raise _error(431, f"request headers over {MAX_HEADER_BYTES} bytes")
+        lengths = set(self.headers.get_all("Content-Length") or ())
+        if len(lengths) > 1:
+            self.close_connection = True
+            raise _error(400, "more than one Content-Length")
+        if lengths and not next(iter(lengths)).strip().isdigit():
+            self.close_connection = True  # where the body ends is unknown
+            raise _error(400, "Content-Length is not a number of bytes")
+        if self.headers.get("Transfer-Encoding"):
+            self.close_connection = True
+            raise _error(501 if not lengths else 400,
+                         "Transfer-Encoding is not accepted: send the body with a "
+                         "Content-Length")
 
     def _send(self, r: _Reply) -> None:
         if isinstance(r.body, dict):
@@ -131,6 +168,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("X-Frame-Options", "DENY")  # no clickjacking of the confirm button
         self.send_header("Referrer-Policy", "no-referrer")
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
 
@@ -138,6 +177,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:
+            self.close_connection = True  # where the body ends is unknown
             raise _error(400, "Content-Length is not a number") from None
         if length < 0:
             self.close_connection = True
@@ -145,7 +185,14 @@ class Handler(BaseHTTPRequestHandler):
         if length > MAX_BODY:
             self.close_connection = True  # the body stays unread: this connection is done
             raise _error(413, f"request body over {MAX_BODY} bytes")
-        return self.rfile.read(length) if length > 0 else b""
+        if length == 0:
+            return b""
+        data = self.rfile.read(length)  # read whole before this thread got it
+        if len(data) < length:  # the client closed its side early
+            self.close_connection = True
+            raise _error(400, f"the body ended after {len(data)} of the {length} bytes "
+                              "its Content-Length announced")
+        return bytes(data)
 
     def _json(self) -> dict[str, Any]:
         raw = self._body()
@@ -323,13 +370,14 @@ def _summary(row: ActionRow) -> dict[str, Any]:
             "progress": row.journal.get("progress")}
 
 
-class ServiceServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, address: tuple[str, int], service: Service) -> None:
-        super().__init__(address, Handler)
+class ServiceServer(GuardedServer):
+    def __init__(self, address: tuple[str, int], service: Service,
+                 max_open: int = MAX_OPEN) -> None:
         self.service = service
+        super().__init__(address, Handler, self._count, max_open)
+
+    def _count(self, route: str, code: str) -> None:
+        self.service.counters.inc("selfheal_http_requests_total", route=route, code=code)
 
     @property
     def url(self) -> str:
