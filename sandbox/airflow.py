@@ -83,6 +83,19 @@ class Airflow:
         return sum(processes.rss_bytes(p) for pid in self.pids.values()
                    for p in _session_members(pid))
 
+    def pss_bytes(self) -> int:
+        """Proportional memory (shared pages split between their users) of the same set."""
+        total = 0
+        for pid in self.pids.values():
+            for p in _session_members(pid):
+                try:
+                    text = Path(f"/proc/{p}/smaps_rollup").read_text()
+                except OSError:
+                    continue
+                total += sum(int(line.split()[1]) * 1024 for line in text.splitlines()
+                             if line.startswith("Pss:"))
+        return total
+
     def save(self) -> None:
         doc = {"port": self.port, "pids": self.pids, "started_in_s": self.started_in_s}
         (self.home / "airflow.json").write_text(json.dumps(doc, indent=2) + "\n")

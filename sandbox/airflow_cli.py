@@ -59,6 +59,7 @@ def _status(args: argparse.Namespace) -> int:
         return 1
     print(json.dumps({"url": flow.url, "home": str(flow.home), "pids": flow.pids,
                       "running": flow.running(), "rss_mib": flow.rss_bytes() >> 20,
+                      "pss_mib": flow.pss_bytes() >> 20,
                       "started_in_s": flow.started_in_s}, indent=2))
     return 0
 
