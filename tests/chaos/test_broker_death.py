@@ -1,0 +1,98 @@
+"""A broker that dies (SIGKILL, under traffic) on a 4-broker, 2-rack sandbox: after the
+grace its replicas are re-replicated on the others, once; one back within the grace gets
+nothing; two dead at once (more than the breaker's one) are paged, not moved."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from sandbox import cluster, traffic
+from sandbox.state import SandboxState
+from tests.chaos.chaos_support import scenario
+
+pytestmark = pytest.mark.chaos
+
+GRACE_S = 20.0
+DETECT = {"detect": {"broker_death_grace_seconds": GRACE_S}}
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory) -> Iterator[SandboxState]:
+    state = cluster.up(tmp_path_factory.mktemp("four-brokers"), brokers=4, racks=2)
+    try:
+        yield state
+    finally:
+        cluster.down(state.reload())
+
+
+def fixes_for_broker(s, broker: int) -> list[dict]:
+    from tests.e2e.loop_support import parsed
+
+    return [a for a in parsed(s.readers["actions"].messages)
+            if a.get("type") == "fix_offline_replicas"
+            and a["trigger"].get("kind") == "broker_left" and a["trigger"].get("broker") == broker]
+
+
+def test_a_dead_broker_is_re_replicated_after_the_grace_once(four, tmp_path):
+    with scenario(four, tmp_path / "loop", "dead", overrides=DETECT, partitions=8) as s:
+        held = {p["partition_index"] for p in traffic.partitions(four, s.topic)
+                if 3 in p["replica_nodes"]}
+        assert held, "broker 3 holds replicas of the test topic"
+        start = time.monotonic()
+        cluster.kill_broker(four, 3)  # SIGKILL: a crash
+        try:
+            fix = s.wait(lambda: fixes_for_broker(s, 3)[:1], "the dead broker's fix",
+                         GRACE_S + 120)[0]
+            s.timings["death -> fix proposed s"] = time.monotonic() - start
+            named = {p["partition"] for p in fix["plan"]["partitions"] if p["topic"] == s.topic}
+            assert named == held
+            s.wait_done(fix["action_id"])
+            s.timings["death -> healed s"] = time.monotonic() - start
+            s.timings["grace s"] = GRACE_S
+            for p in traffic.partitions(four, s.topic):
+                assert 3 not in p["replica_nodes"] and len(p["replica_nodes"]) == 2, p
+                assert sorted(p["isr_nodes"]) == sorted(p["replica_nodes"]), p
+            time.sleep(10)  # later snapshots still show it gone: healed once
+            assert len(fixes_for_broker(s, 3)) == 1
+            s.assert_proposed_once()
+            s.assert_no_throttle_left()
+            s.assert_history()
+        finally:
+            cluster.start_broker(four, 3)
+            four.reload()
+
+
+def test_a_broker_back_within_the_grace_gets_no_fix(four, tmp_path):
+    with scenario(four, tmp_path / "loop", "back", overrides=DETECT, partitions=8) as s:
+        cluster.kill_broker(four, 2)
+        time.sleep(3)
+        cluster.start_broker(four, 2)
+        four.reload()
+        time.sleep(GRACE_S + 20)  # past the grace, with snapshots showing it back
+        assert fixes_for_broker(s, 2) == []
+        s.assert_healthy()
+        s.assert_history()
+
+
+def test_two_dead_brokers_at_once_trip_the_breaker_and_page(four, tmp_path):
+    with scenario(four, tmp_path / "loop", "two-dead", overrides=DETECT, partitions=8) as s:
+        try:
+            for broker in (1, 2):
+                cluster.kill_broker(four, broker)
+            fix = s.wait(lambda: (fixes_for_broker(s, 1) + fixes_for_broker(s, 2))[:1],
+                         "a dead broker's fix", GRACE_S + 120)[0]
+            shown = s.wait(lambda: (a := s.api("GET", f"/actions/{fix['action_id']}"))
+                           ["state"] != "proposed" and a, "the policy's ruling")
+            assert shown["state"] == "awaiting_approval", shown["state"]
+            assert shown["journal"]["decision"]["page"] is True
+            assert any("breaker" in r for r in shown["journal"]["decision"]["reasons"])
+            assert s.executions(fix["action_id"]) == 0
+        finally:
+            for broker in (1, 2):
+                cluster.start_broker(four, broker)
+            four.reload()
+            cluster.wait_ready(four, timeout=180)
+        s.assert_history()

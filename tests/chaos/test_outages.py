@@ -1,0 +1,80 @@
+"""ZooKeeper sessions expiring, ZooKeeper away for longer than a session, and the bus
+unreachable for a minute: the loop rides each out, then heals the next fault once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from sandbox import cluster
+from tests.chaos.chaos_support import scenario, some_dir
+
+pytestmark = pytest.mark.chaos
+
+SESSION_S = 10.0  # the collectors', serve's lock's and the brokers' ZooKeeper session
+
+
+def heal_next_fault(s, broker: int, what: str) -> None:
+    """Fail a dir of ``broker`` now: one fix, run once, the topic whole again."""
+    path = some_dir(s.state, broker, s.topic)
+    try:
+        start = s.fail(broker, path)
+        fix = s.wait_fix(broker, path, timeout=180)
+        s.timings[f"{what}: fault -> fix proposed s"] = time.monotonic() - start
+        s.wait_done(fix["action_id"])
+        s.timings[f"{what}: fault -> healed s"] = time.monotonic() - start
+        assert s.executions(fix["action_id"]) == 1
+        assert len(s.fixes_for(broker, path)) == 1
+    finally:
+        s.heal(broker, path)
+
+
+def test_expired_zookeeper_sessions_and_a_zookeeper_outage_are_ridden_out(sandbox, tmp_path):
+    with scenario(sandbox, tmp_path / "loop", "zk") as s:
+        # Session expiry on demand: the ZooKeeper collector and serve (it holds the executor
+        # lock in ZooKeeper) are paused past their session timeout while ZooKeeper runs, so
+        # ZooKeeper expires their sessions; then they go on.
+        paused = [s.loop.pieces[name].pid for name in ("collect-zk", "serve")]
+        for pid in paused:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(SESSION_S * 1.6)
+        for pid in paused:
+            os.kill(pid, signal.SIGCONT)
+        s.wait(lambda: s.api("GET", "/actions") is not None, "serve answering", 60)
+        heal_next_fault(s, 1, "after session expiry")
+
+        # ZooKeeper itself away for longer than a session.
+        cluster.stop_zookeeper(sandbox)
+        time.sleep(SESSION_S * 2)
+        cluster.start_zookeeper(sandbox)
+        sandbox.reload()
+        cluster.wait_ready(sandbox, timeout=120)
+        heal_next_fault(s, 2, "after a ZooKeeper outage")
+
+        s.assert_proposed_once()
+        s.assert_no_throttle_left()
+        s.assert_healthy()
+        s.assert_history()
+
+
+def test_the_bus_unreachable_for_a_minute_loses_nothing_and_proposes_nothing_twice(
+        sandbox, tmp_path):
+    with scenario(sandbox, tmp_path / "loop", "bus") as s:
+        start = time.monotonic()
+        for b in sandbox.brokers:  # the bus is this cluster: all its brokers stop
+            cluster.kill_broker(sandbox, b.node_id, graceful=True)
+        time.sleep(60)
+        for b in sandbox.brokers:
+            cluster.start_broker(sandbox, b.node_id)
+        sandbox.reload()
+        cluster.wait_ready(sandbox, timeout=180)
+        s.timings["bus away s"] = time.monotonic() - start
+        s.loop.check_alive()  # every piece rode it out
+        heal_next_fault(s, 0, "after the bus came back")
+        s.assert_proposed_once()
+        s.assert_no_throttle_left()
+        s.assert_healthy()
+        s.assert_history()
