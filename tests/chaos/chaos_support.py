@@ -102,6 +102,18 @@ class Scenario:
         traffic.produce_in_background(self.state, self.topic, 12)  # the broker notices at once
         return at
 
+    def healed_once(self, broker: int, path: str, start: float, what: str = "fault",
+                    timeout: float = 180.0) -> dict[str, Any]:
+        """After a fault on ``path`` at ``start`` (monotonic): one fix proposed, run once
+        to success, and no second one; the times go into `timings`."""
+        fix = self.wait_fix(broker, path, timeout)
+        self.timings[f"{what} -> fix proposed s"] = time.monotonic() - start
+        self.wait_done(fix["action_id"])
+        self.timings[f"{what} -> healed s"] = time.monotonic() - start
+        assert self.executions(fix["action_id"]) == 1
+        assert len(self.fixes_for(broker, path)) == 1
+        return fix
+
     def heal(self, broker: int, path: str) -> None:
         """Give the broker its disk back (a replaced disk: empty, broker restarted)."""
         if cluster.disk_failed(path):

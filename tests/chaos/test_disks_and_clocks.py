@@ -26,11 +26,7 @@ def test_a_dir_broken_while_its_broker_is_stopped_is_healed_when_it_returns(
             cluster.fail_disk(sandbox, broker, path)  # the disk dies while the broker is down
             cluster.start_broker(sandbox, broker)
             sandbox.reload()
-            fix = s.wait_fix(broker, path, timeout=180)
-            s.timings["broker back -> fix proposed s"] = time.monotonic() - start
-            s.wait_done(fix["action_id"])
-            s.timings["broker back -> healed s"] = time.monotonic() - start
-            assert s.executions(fix["action_id"]) == 1
+            s.healed_once(broker, path, start, "broker stopped")
             s.assert_proposed_once()
             s.assert_no_throttle_left()
             s.assert_healthy()
@@ -66,11 +62,7 @@ def test_records_from_the_far_future_or_past_hide_no_real_failure(sandbox, tmp_p
         broker = 0
         path = some_dir(sandbox, broker, s.topic)
         try:
-            start = s.fail(broker, path)
-            fix = s.wait_fix(broker, path, timeout=120)
-            s.timings["fault -> fix proposed s"] = time.monotonic() - start
-            s.wait_done(fix["action_id"])
-            s.timings["fault -> healed s"] = time.monotonic() - start
+            s.healed_once(broker, path, s.fail(broker, path))
             future = [d for d in (json.loads(m.value) for m in s.readers["dead-letter"].messages)
                       if "2100-01-01" in d["raw"]]
             assert len(future) == 2 * len(sandbox.brokers)

@@ -21,13 +21,7 @@ def heal_next_fault(s, broker: int, what: str) -> None:
     """Fail a dir of ``broker`` now: one fix, run once, the topic whole again."""
     path = some_dir(s.state, broker, s.topic)
     try:
-        start = s.fail(broker, path)
-        fix = s.wait_fix(broker, path, timeout=180)
-        s.timings[f"{what}: fault -> fix proposed s"] = time.monotonic() - start
-        s.wait_done(fix["action_id"])
-        s.timings[f"{what}: fault -> healed s"] = time.monotonic() - start
-        assert s.executions(fix["action_id"]) == 1
-        assert len(s.fixes_for(broker, path)) == 1
+        s.healed_once(broker, path, s.fail(broker, path), f"{what}: fault")
     finally:
         s.heal(broker, path)
 
