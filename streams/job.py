@@ -81,6 +81,7 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
             say(f"created topics: {', '.join(created)}")
         try:
             signer(config)  # before Spark starts: every action the job writes is signed
+            options = _own_checkpoint(config, options, say)
         except ConfigError as exc:
             raise JobError(str(exc)) from None
         port = metrics.serve(config.stream.http_host, options.metrics_port)
@@ -94,27 +95,68 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
         say(f"running: query {query.id}, checkpoint {options.checkpoint}, "
             + ("available-now" if options.available_now
                else f"trigger every {options.trigger_seconds:g} s"))
-        while not stop.is_set() and query.isActive:
-            query.awaitTermination(0.5)
-        failed = query.exception()
+        try:
+            while not stop.is_set() and query.isActive:
+                query.awaitTermination(0.5)
+            failed = query.exception()
+        except Exception:
+            # Under spark-submit the driver JVM shares our process group: a signal to
+            # the group stops it under us. Stopped on purpose is a clean stop.
+            if not stop.wait(1.0):
+                raise
+            say("the Spark driver stopped with the signal; the checkpoint re-runs any "
+                "unfinished batch")
+            query = None
+            return 0
         if failed is not None:
             # The first lines say what broke; Spark logged the whole trace above.
             say("the query failed: " + " | ".join(str(failed).strip().splitlines()[:3]))
             return 1
         return 0
     finally:
-        if query is not None and query.isActive:
-            say("stopping the query")
-            _between_batches(query)
-            query.stop()
+        try:
+            if query is not None and query.isActive:
+                say("stopping the query")
+                _between_batches(query)
+                query.stop()
+        except Exception as exc:
+            if not stop.is_set():
+                raise
+            say(f"the Spark driver was gone before the query stopped ({type(exc).__name__}); "
+                "the checkpoint re-runs any unfinished batch")
         if sink is not None:
             sink.close()
         if spark is not None:
-            spark_session.stop(spark)
+            try:
+                spark_session.stop(spark)
+            except Exception:
+                if not stop.is_set():
+                    raise
         metrics.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         say("stopped")
+
+
+def _own_checkpoint(config: Config, options: JobOptions, say: Say) -> JobOptions:
+    """The checkpoint of this cluster and bus (keyed, or a named one that records them),
+    and, when it is fresh, where its snapshot source starts (streams/starting.py)."""
+    import dataclasses
+
+    from core.owner import claim_checkpoint, identify, keyed_checkpoint_root
+    from streams.starting import is_fresh, snapshot_offsets
+
+    owner = identify(config)
+    if not options.checkpoint_given:
+        options = dataclasses.replace(
+            options, checkpoint=keyed_checkpoint_root(config, owner) / "detect")
+    claim_checkpoint(options.checkpoint, owner)
+    if options.starting_offsets == "latest" and is_fresh(options.checkpoint):
+        start = snapshot_offsets(config, owner.cluster)
+        say(f"new checkpoint: snapshots from {start} (the latest of cluster "
+            f"{owner.cluster}), the other topics from their end")
+        options = dataclasses.replace(options, snapshot_offsets=start)
+    return options
 
 
 STOP_WAIT_SECONDS = 30.0

@@ -36,6 +36,12 @@ class JobOptions:
     starting_offsets: str = "latest"
     master: str | None = None
     metrics_port: int = 0
+    # The checkpoint was named (--checkpoint); else it is keyed by cluster and bus when
+    # [stream] checkpoint_dir is the default (core/owner.py).
+    checkpoint_given: bool = False
+    # A fresh checkpoint's start on the snapshot topic (streams/starting.py): Spark's
+    # startingOffsets JSON; None: `starting_offsets` as for the other topics.
+    snapshot_offsets: str | None = None
 
     @classmethod
     def from_config(cls, config: Config, **overrides: Any) -> JobOptions:
@@ -47,6 +53,7 @@ class JobOptions:
             "metrics_port": stream.metrics_http_port,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
+        values["checkpoint_given"] = overrides.get("checkpoint") is not None
         return cls(**values)
 
 
@@ -94,7 +101,9 @@ def build_query(spark: Any, config: Config, options: JobOptions,
             spark.readStream.format("kafka")
             .option("kafka.bootstrap.servers", config.bus.bootstrap_servers)
             .option("subscribe", config.topic(name))
-            .option("startingOffsets", options.starting_offsets)
+            .option("startingOffsets", options.snapshot_offsets
+                    if name == "cluster-snapshots" and options.snapshot_offsets
+                    else options.starting_offsets)
             # The 500 ms default made every batch wait about a second for its last fetch.
             .option("kafka.fetch.max.wait.ms", "10")
         )

@@ -49,19 +49,46 @@ def session(app_name: str = "kafka-selfheal", master: str | None = None,
     """
     from pyspark.sql import SparkSession
 
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master or os.environ.get("SELFHEAL_SPARK_MASTER", "local[2]"))
-        .config("spark.driver.memory", os.environ.get("SELFHEAL_SPARK_DRIVER_MEMORY", "768m"))
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-    )
-    for key, value in {**connector_conf(), **(extra_conf or {})}.items():
+    settings = {
+        "spark.app.name": app_name,
+        "spark.master": master or os.environ.get("SELFHEAL_SPARK_MASTER", "local[2]"),
+        "spark.driver.memory": os.environ.get("SELFHEAL_SPARK_DRIVER_MEMORY", "768m"),
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.session.timeZone": "UTC",
+        **connector_conf(),
+        **(extra_conf or {}),
+    }
+    _launch_driver_jvm(settings)
+    builder = SparkSession.builder
+    for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _launch_driver_jvm(settings: dict[str, str]) -> None:
+    """Start the driver JVM (pyspark's gateway) in a session of its own.
+
+    A service manager stops a service by signalling its whole process group. The JVM in
+    ours died with the signal while the job was still stopping its query through it, and
+    the stop ended in a Py4J trace. In its own session only this process gets the
+    signal and stops the query, then the JVM, in order. It still never outlives this
+    process: pyspark's gateway server exits when its stdin (a pipe from here) closes.
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    with SparkContext._lock:
+        if SparkContext._gateway is not None:
+            return
+        conf = SparkConf(loadDefaults=False)
+        for key, value in settings.items():
+            conf.set(key, value)
+        gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})
+        SparkContext._gateway = gateway
+        SparkContext._jvm = gateway.jvm
 
 
 def stop(spark: Any, timeout: float = 30.0) -> None:

@@ -82,9 +82,20 @@ def _execute(args: argparse.Namespace) -> int:
             raise CliError(f"the executor lock is held by {leadership.holder() or 'another'}"
                            f" executor: a selfheal serve is running; produce the action to "
                            f"{config.topic('actions')} instead, or stop it", 2)
-        config.serve.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
-        with ActionStore(config.serve.sqlite_path) as store, \
+        from core.owner import claim_store, cluster_name, keyed_store
+
+        try:
+            cluster = cluster_name(config)
+        except ConfigError as exc:
+            raise CliError(str(exc)) from None
+        sqlite = keyed_store(config, cluster)  # serve's store of this cluster
+        sqlite.parent.mkdir(parents=True, exist_ok=True)
+        with ActionStore(sqlite) as store, \
                 open_admin(servers, client_id="selfheal-execute") as admin:
+            try:
+                claim_store(store, sqlite, cluster)
+            except ConfigError as exc:
+                raise CliError(str(exc)) from None
             executor = Executor(store, KafkaCluster(admin, config.cluster.cluster_id), policy,
                                 signer=sign,
                                 skew_threshold=config.detect.disk_skew_threshold,
