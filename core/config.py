@@ -220,6 +220,26 @@ class ServeConfig:
     verify_timeout_seconds: float = _field(120.0, _positive)  # target state not seen: failed
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class PagerConfig:
+    """Where `serve` sends pages (the alerts Alertmanager hands it, with the fix's one-click
+    link): PagerDuty's Events API v2 and/or a Slack incoming webhook. Neither set: no pages."""
+
+    pagerduty_url: str = _field("https://events.pagerduty.com/v2/enqueue", _url)
+    # The Events API v2 integration key of the PagerDuty service; unset: PagerDuty is off.
+    pagerduty_routing_key: str | None = _field(None, secret=True)
+    # A Slack incoming-webhook URL (it is the secret); unset: Slack is off.
+    slack_webhook_url: str | None = _field(None, _opt(_url), secret=True)
+    # A page that could not be delivered (pager down, 5xx, 429, timeout) is tried again
+    # after retry_initial_seconds, doubling up to retry_max_seconds, until it is delivered.
+    retry_initial_seconds: float = _field(1.0, _positive)
+    retry_max_seconds: float = _field(300.0, _positive)
+    request_timeout_seconds: float = _field(10.0, _positive)
+    # A storage alert waits this long for the fix to be proposed, so its first page carries
+    # the one-click link; past it, it pages without one (the link follows when it exists).
+    link_wait_seconds: float = _field(30.0, _at_least(0.0))
+
+
 SECTIONS: dict[str, type] = {
     "cluster": ClusterConfig,
     "bus": BusConfig,
@@ -227,6 +247,7 @@ SECTIONS: dict[str, type] = {
     "detect": DetectConfig,
     "stream": StreamConfig,
     "serve": ServeConfig,
+    "pager": PagerConfig,
 }
 
 
@@ -238,6 +259,7 @@ class Config:
     detect: DetectConfig = dataclasses.field(default_factory=DetectConfig)
     stream: StreamConfig = dataclasses.field(default_factory=StreamConfig)
     serve: ServeConfig = dataclasses.field(default_factory=ServeConfig)
+    pager: PagerConfig = dataclasses.field(default_factory=PagerConfig)
     policy: Path | None = None  # the executor's policy TOML; None: its built-in defaults
     # Where the values came from, lowest precedence first, for `--explain` style output.
     sources: tuple[str, ...] = ()

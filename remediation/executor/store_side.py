@@ -1,7 +1,7 @@
 """What `serve` keeps beside actions, in the same file: used approval links, received
 alerts, outbox cursors (how far the audit has been published) and generated settings
-(a link secret or API token when none is configured), so a restarted or standby `serve`
-picks up where the last one stopped."""
+(a link secret or API token when none is configured), and pages with their outbox
+(`store_pager.py`), so a restarted or standby `serve` picks up where the last one stopped."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from remediation.executor.store_db import Database, StoreError
+from remediation.executor.store_db import StoreError
+from remediation.executor.store_pager import PagerTables
 
 
 class LinkAlreadyUsed(StoreError):
@@ -29,8 +30,8 @@ class AlertRow:
     starts_at: str | None = None
 
 
-class ServiceTables(Database):
-    """Links, alerts, cursors and settings."""
+class ServiceTables(PagerTables):
+    """Links, alerts, cursors and settings (and pages, `store_pager.py`)."""
 
     def consume_link(self, nonce: str, action_id: str) -> None:
         """Mark an approval link's nonce used; raise LinkAlreadyUsed the second time."""
