@@ -1,0 +1,122 @@
+"""`selfheal plan offline|disks|leaders` at Cruise Control's published worst case.
+
+Cruise Control's issue #1592: 215 brokers and 2.8M replicas (933,000 partitions at RF 3,
+a ~242 MB snapshot from bench/synthetic.py), and the issue's 300,000-replica reference
+cluster (1,000 brokers, 100,000 partitions). Each run is the whole CLI in a fresh
+process (`python -m selfheal.cli plan P --snapshot FILE`, stdout discarded): wall time
+from spawn to exit and that process's peak RSS (wait4). The targets: under 3 s and
+1 GiB at 2.8M replicas, under 0.5 s at 300k. The machine is shared, so each figure is
+run three times; best and median are shown.
+
+`python -m bench.plan_scale_bench [DIR]` keeps the generated snapshots in DIR (made if
+missing, reused when there), since generating the big one takes a minute or two.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench import synthetic
+
+PLANNERS = ("offline", "disks", "leaders")
+# (label, generate() arguments, time limit in seconds, RSS limit in bytes or None)
+SIZES: tuple[tuple[str, dict[str, int], float, int | None], ...] = (
+    ("2.8M", {"brokers": 215, "partitions": 933_000}, 3.0, 1 << 30),
+    ("300k", synthetic.FULL, 0.5, None),
+)
+REPEATS = 3
+CLI = (sys.executable, "-m", "selfheal.cli")
+
+
+def measure(command: list[str]) -> tuple[float, float, int, int]:
+    """(wall seconds, CPU seconds, peak RSS bytes, exit code) of one fresh process. CPU
+    time (user + system) is the steadier figure when other work shares the cores."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0 and proc.stderr is not None:
+        sys.stderr.write(proc.stderr.read().decode(errors="replace"))
+    if proc.stderr is not None:
+        proc.stderr.close()
+    rss = usage.ru_maxrss * 1024 if sys.platform != "darwin" else usage.ru_maxrss
+    return wall, usage.ru_utime + usage.ru_stime, rss, code
+
+
+def snapshot(folder: Path, label: str, size: dict[str, int]) -> Path:
+    path = folder / f"snapshot-{label}.json"
+    if not path.exists():
+        t = time.perf_counter()
+        partial = path.with_suffix(".partial")
+        synthetic.write(partial, **size)
+        partial.rename(path)
+        print(f"generated {path.name} in {time.perf_counter() - t:.0f} s", flush=True)
+    mib = path.stat().st_size / (1 << 20)
+    print(
+        f"snapshot {label}: {size['brokers']} brokers, {size['partitions']} partitions, "
+        f"{mib:.0f} MiB JSON",
+        flush=True,
+    )
+    return path
+
+
+def run(folder: Path, repeats: int = REPEATS) -> bool:
+    """Measure every planner on every size; True when all meet their targets."""
+    rows: list[tuple[str, str, float, float, float, int, bool]] = []
+    for label, size, limit_s, limit_rss in SIZES:
+        path = snapshot(folder, label, size)
+        for planner in PLANNERS:
+            command = [*CLI, "plan", planner, "--snapshot", str(path)]
+            runs = [measure(command) for _ in range(repeats)]
+            walls = sorted(w for w, _, _, _ in runs)
+            cpu = statistics.median(c for _, c, _, _ in runs)
+            rss = max(r for _, _, r, _ in runs)
+            median = statistics.median(walls)
+            ok = (
+                all(code == 0 for *_, code in runs)
+                and median < limit_s
+                and (limit_rss is None or rss < limit_rss)
+            )
+            rows.append((planner, label, walls[0], median, cpu, rss, ok))
+            print(
+                f"  {planner:<8} {label:<5} best {walls[0]:.2f} s, median {median:.2f} s, "
+                f"CPU {cpu:.2f} s, peak {rss / (1 << 20):.0f} MiB",
+                flush=True,
+            )
+    print()
+    print(f"wall time over {repeats} runs each (CPU: median); peak RSS is the largest of them")
+    head = f"{'planner':<10}{'size':<7}{'best s':>8}{'median s':>10}{'CPU s':>7}{'peak MiB':>10}"
+    print(f"{head}  target")
+    for planner, label, best, median, cpu, rss, ok in rows:
+        print(
+            f"{planner:<10}{label:<7}{best:>8.2f}{median:>10.2f}{cpu:>7.2f}"
+            f"{rss / (1 << 20):>10.0f}"
+            f"  {'met' if ok else 'MISSED'}"
+        )
+    print("targets: 2.8M under 3 s and 1 GiB, 300k under 0.5 s (median)")
+    return all(ok for *_, ok in rows)
+
+
+def main(repeats: int = REPEATS) -> None:
+    work = Path(tempfile.mkdtemp(prefix="selfheal-scale-bench-"))
+    try:
+        run(work, repeats)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        keep = Path(sys.argv[1])
+        keep.mkdir(parents=True, exist_ok=True)
+        run(keep)
+    else:
+        main()
