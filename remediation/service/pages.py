@@ -17,6 +17,7 @@ from core.plan.formats import human_bytes
 from remediation.executor.actions import stored_action
 from remediation.executor.store import ActionRow, AuditEntry
 from remediation.service.alerts import Alert
+from remediation.service.plan_picture import plan_svg
 from schemas.plans import PartitionAssignment
 from schemas.records import Action
 
@@ -27,6 +28,16 @@ MAX_LINES = 200  # a page with 10 000 lines helps nobody; the plan JSON has them
 ANY_DIR = "any"
 
 Current = Mapping[tuple[str, int], Sequence[int]]  # (topic, partition) -> replicas now
+
+
+class LiveView(dict[tuple[str, int], tuple[int, ...]]):
+    """The replica lists of the executor's latest read (a `Current`), with the read itself
+    for the plan's picture (racks, offline replicas, dir sizes)."""
+
+    def __init__(self, replicas: Mapping[tuple[str, int], tuple[int, ...]],
+                 model: ClusterModel) -> None:
+        super().__init__(replicas)
+        self.model = model
 
 _RISK = {
     "fix_offline_replicas": "Copies replicas between brokers, throttled; the partitions stay "
@@ -51,7 +62,8 @@ _STYLE = ("td,th{padding:.2rem .6rem;text-align:left}"
           "body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;"
           "padding:0 1rem;line-height:1.45}li{font-family:ui-monospace,monospace}"
           ".risk{background:#fff4d6;padding:.6rem}.refused{background:#fde2e1;padding:.6rem}"
-          "button{font-size:1.1rem;padding:.5rem 1.4rem}")
+          "button{font-size:1.1rem;padding:.5rem 1.4rem}"
+          "figure{margin:1rem 0;overflow-x:auto}figcaption{font-size:.9rem;color:#52606d}")
 
 
 def current_replicas(model: ClusterModel) -> dict[tuple[str, int], tuple[int, ...]]:
@@ -112,6 +124,7 @@ def render_approval(action: Action, *, form_action: str, csrf_token: str, link_t
         *(f"<p>{escape(f)}</p>" for f in facts if f),
         _alert_html(alert),
         "<h2>What changes</h2>",
+        _picture(action, current),
         "<ul>" + "".join(f"<li>{escape(line)}</li>" for line in shown) + "</ul>" + more,
         f'<p class="risk"><strong>Risk:</strong> {escape(_RISK[action.type])}</p>',
         ("<h2>Why it waits for you</h2><ul>"
@@ -180,11 +193,23 @@ def render_action(row: ActionRow, audit: Iterable[AuditEntry], alerts: Iterable[
         f"<p>Progress: {escape(str(progress))}</p>" if progress and row.open else "",
         f'<p class="refused">{escape(row.error)}</p>' if row.error else "",
         *(_alert_html(a) for a in alerts),
-        "<h2>What changes</h2><ul>"
+        "<h2>What changes</h2>" + _picture(action, current) + "<ul>"
         + "".join(f"<li>{escape(line)}</li>" for line in lines[:MAX_LINES]) + "</ul>",
         f'<p class="risk"><strong>Risk:</strong> {escape(_RISK[action.type])}</p>',
         "<h2>Audit</h2><ul>" + trail + "</ul>",
     ])
+
+
+def _picture(action: Action, current: Current | None) -> str:
+    """The plan drawn (plan_picture.py), in a figure; "" when there is nothing to draw."""
+    model = current.model if isinstance(current, LiveView) else None
+    svg = plan_svg(action, current, model)
+    if not svg:
+        return ""
+    caption = ("Usage of each disk before and after the moves." if action.type ==
+               "move_replica_dirs" else "Where the replicas are, by broker and rack, "
+               "before and after.")
+    return f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"
 
 
 def _change(a: AuditEntry) -> str:
