@@ -1,9 +1,17 @@
-"""The cluster snapshot's typed records (schemas/snapshot.py reads and checks them)."""
+"""The cluster snapshot's typed records (schemas/snapshot.py reads and checks them).
+
+`Partition` and `Replica`, a million of each at Cruise Control's worst case, are msgspec
+Structs the loader decodes the JSON straight into; their annotations carry the schema's
+constraints. The others are few and stay dataclasses.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import FrozenInstanceError, dataclass, field
 from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
 
 SCHEMA_PATH = Path(__file__).with_name("cluster-snapshot.schema.json")
 SNAPSHOT_VERSION = 1
@@ -42,20 +50,41 @@ class Broker:
     log_dirs: tuple[LogDir, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Replica:
-    broker: int
-    log_dir: str | None
-    size_bytes: int
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+Name = Annotated[str, msgspec.Meta(min_length=1)]
 
 
-@dataclass(frozen=True, slots=True)
-class Partition:
-    topic: str
-    partition: int
-    leader: int
-    isr: tuple[int, ...]
-    replicas: tuple[Replica, ...]
+class _Record(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    """Frozen and hashable as the dataclass records are. msgspec's own `frozen=True`
+    would raise a bare AttributeError where callers expect FrozenInstanceError. gc=False:
+    records never form cycles, and a million tracked objects slow every collection."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __hash__(self) -> int:
+        return hash(msgspec.structs.astuple(self))
+
+
+class Replica(_Record):
+    """One replica. `log_dir` must be present in the JSON for the fast decoder (null when
+    unknown, as the collectors write it); a replica that leaves it out is read by the
+    checking walker instead."""
+
+    broker: NonNegative
+    log_dir: Name | None
+    size_bytes: NonNegative
+
+
+class Partition(_Record):
+    topic: Name
+    partition: NonNegative
+    leader: Annotated[int, msgspec.Meta(ge=NO_LEADER)]
+    isr: tuple[NonNegative, ...]
+    replicas: Annotated[tuple[Replica, ...], msgspec.Meta(min_length=1)]
 
     @property
     def name(self) -> str:

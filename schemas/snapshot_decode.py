@@ -1,0 +1,177 @@
+"""The snapshot's fast path: msgspec decodes the JSON straight into the typed records.
+
+msgspec checks the structure while it decodes (types, minimums, empty strings, unknown
+fields: the schema's rules are in the records' annotations), so what is left in Python
+is the cross-references the schema cannot express, checked over whole columns where
+that can be done in C. This path only says yes or no: on any refusal
+(`msgspec.DecodeError`, or a reference that does not hold) the loader runs the checking
+walker of schemas/snapshot.py over the same text, which names the first bad field in
+document order, and accepts what the fast path is stricter about than the schema (3.0
+as an integer, a replica without `log_dir`).
+"""
+
+from __future__ import annotations
+
+from itertools import chain, groupby
+from operator import attrgetter
+from typing import Literal
+
+import msgspec
+
+from schemas.snapshot_types import (
+    NO_LEADER,
+    Broker,
+    ConsumerGroup,
+    LogDir,
+    Member,
+    Name,
+    NonNegative,
+    Partition,
+    Snapshot,
+)
+
+
+class _LogDirDoc(msgspec.Struct, forbid_unknown_fields=True):
+    path: Name
+    online: bool
+    total_bytes: NonNegative | None = None
+    usable_bytes: NonNegative | None = None
+
+
+class _BrokerDoc(msgspec.Struct, forbid_unknown_fields=True):
+    id: NonNegative
+    alive: bool
+    log_dirs: tuple[_LogDirDoc, ...]
+    rack: Name | None = None
+
+
+class _MemberDoc(msgspec.Struct, forbid_unknown_fields=True):
+    member_id: Name
+    client_id: str
+    topics: tuple[Name, ...]
+    rack: Name | None = None
+    group_instance_id: Name | None = None
+
+
+class _GroupDoc(msgspec.Struct, forbid_unknown_fields=True):
+    group: Name
+    members: tuple[_MemberDoc, ...]
+
+
+class _SnapshotDoc(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    version: Literal[1]
+    cluster_id: Name
+    taken_at: str
+    brokers: tuple[_BrokerDoc, ...]
+    partitions: tuple[Partition, ...]
+    consumer_groups: tuple[_GroupDoc, ...] = ()
+
+
+_DECODER = msgspec.json.Decoder(_SnapshotDoc)
+_REPLICAS = attrgetter("replicas")
+_BROKER = attrgetter("broker")
+_LOG_DIR = attrgetter("log_dir")
+_TOPIC = attrgetter("topic")
+_NUMBER = attrgetter("partition")
+
+
+def decode_snapshot(text: str | bytes) -> Snapshot | None:
+    """The snapshot, or None when the text is not one this path accepts as it stands
+    (the checking walker then decides, and names what is wrong)."""
+    try:
+        doc = _DECODER.decode(text)
+    except msgspec.DecodeError:  # ValidationError included
+        return None
+    dirs = _dirs_by_broker(doc.brokers)
+    if (
+        dirs is None
+        or not _groups_hold(doc.consumer_groups)
+        or not _replicas_hold(doc.partitions, dirs)
+        or not _partitions_unique(doc.partitions)
+    ):
+        return None
+    return Snapshot(
+        cluster_id=doc.cluster_id,
+        taken_at=doc.taken_at,
+        brokers=tuple(
+            Broker(
+                b.id,
+                b.rack,
+                b.alive,
+                tuple(LogDir(d.path, d.online, d.total_bytes, d.usable_bytes) for d in b.log_dirs),
+            )
+            for b in doc.brokers
+        ),
+        partitions=doc.partitions,
+        consumer_groups=tuple(
+            ConsumerGroup(
+                g.group,
+                tuple(
+                    Member(m.member_id, m.client_id, m.rack, m.topics, m.group_instance_id)
+                    for m in g.members
+                ),
+            )
+            for g in doc.consumer_groups
+        ),
+    )
+
+
+def _dirs_by_broker(brokers: tuple[_BrokerDoc, ...]) -> dict[int, frozenset[str]] | None:
+    """Broker id -> its dir paths; None when an id or a broker's path repeats."""
+    out: dict[int, frozenset[str]] = {}
+    for b in brokers:
+        paths = frozenset(d.path for d in b.log_dirs)
+        if b.id in out or len(paths) != len(b.log_dirs):
+            return None
+        out[b.id] = paths
+    return out
+
+
+def _groups_hold(groups: tuple[_GroupDoc, ...]) -> bool:
+    return all(len({m.member_id for m in g.members}) == len(g.members) for g in groups)
+
+
+def _replicas_hold(partitions: tuple[Partition, ...], dirs: dict[int, frozenset[str]]) -> bool:
+    """Every replica on a known broker and one of its dirs, no broker twice in a
+    partition, leader and ISR among the replicas."""
+    replicas = list(chain.from_iterable(map(_REPLICAS, partitions)))
+    if not dirs.keys() >= set(map(_BROKER, replicas)):
+        return False
+    every_path = frozenset().union(*dirs.values())
+    named = set(map(_LOG_DIR, replicas))
+    named.discard(None)
+    if not every_path >= named:
+        return False
+    # A path some broker lacks: the replicas on those brokers are checked one by one.
+    partial = {b for b, paths in dirs.items() if paths != every_path}
+    if partial:
+        for r in replicas:
+            if r.broker in partial and r.log_dir is not None and r.log_dir not in dirs[r.broker]:
+                return False
+    for p in partitions:
+        replicas_of = p.replicas
+        brokers = {r.broker for r in replicas_of}
+        if (
+            len(brokers) != len(replicas_of)
+            or (p.leader not in brokers and p.leader != NO_LEADER)
+            or not brokers.issuperset(p.isr)
+        ):
+            return False
+    return True
+
+
+def _partitions_unique(partitions: tuple[Partition, ...]) -> bool:
+    """No (topic, partition) twice. Snapshots list a topic's partitions together, so
+    the check runs per run of one topic; a topic met in two runs takes the full check."""
+    numbers = list(map(_NUMBER, partitions))
+    seen: set[str] = set()
+    start = 0
+    for topic, run in groupby(map(_TOPIC, partitions)):
+        end = start + len(list(run))
+        if topic in seen:
+            return len(set(zip(map(_TOPIC, partitions), numbers, strict=True))) == len(numbers)
+        seen.add(topic)
+        if len(set(numbers[start:end])) != end - start:
+            return False
+        start = end
+    return True
