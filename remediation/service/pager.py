@@ -38,7 +38,12 @@ from remediation.executor.store import ActionRow, ActionStore
 from remediation.executor.store_pager import Message, PageRow
 from remediation.executor.store_side import AlertRow
 from remediation.service import pager_formats as fmt
-from remediation.service.alerts import OFFLINE_ALERTS, link_alert, stored_alert
+from remediation.service.alerts import (
+    LINKABLE_TYPES,
+    OFFLINE_ALERTS,
+    link_alert,
+    stored_alert,
+)
 from remediation.service.approvals import Approvals
 from remediation.service.metrics import Counters
 
@@ -124,20 +129,18 @@ class Pager:
         firing = self.store.alert(page.group_key, page.fingerprint, "firing")
         if firing is None:
             return
-        if page.link == fmt.NONE:
-            if firing.action_id is None and _linkable(firing):
-                firing = self._link(firing, self.store.open_actions())
-            action = self.store.get(firing.action_id) if firing.action_id else None
-            if action is not None and action.state is not State.PROPOSED:
-                content = self._content(firing, action)
-                reason = (f"page of {page.name} updated with the "
-                          f"{'approval link' if content.link_kind == fmt.APPROVE else 'link'}"
-                          f" of action {action.id[:12]}")
-                if self.store.relink_page(page.fingerprint, action.id, content.link_kind,
-                                          self._messages(content, "update"), reason):
-                    self.log(reason)
-                return
         action = self.store.get(page.action_id) if page.action_id else None
+        better = self._better(firing, page, action)
+        if better is not None:
+            content = self._content(firing, better)
+            reason = (f"page of {page.name} updated with the "
+                      f"{'approval link' if content.link_kind == fmt.APPROVE else 'link'}"
+                      f" of action {better.id[:12]} ({better.type})")
+            if self.store.relink_page(page.fingerprint, better.id, content.link_kind,
+                                      self._messages(content, "update"), reason):
+                self.log(reason)
+                self.poke()
+            return
         if not self.store.alert_resolved(page.fingerprint):
             return
         if action is not None and not is_terminal(action.state):
@@ -151,6 +154,30 @@ class Pager:
                                    f"page of {page.name} resolved: {outcome}"):
             self.log(f"page of {page.name} resolved: {outcome}")
             self.poke()
+
+    def _better(self, firing: AlertRow, page: PageRow, action: ActionRow | None
+                ) -> ActionRow | None:
+        """An action the open page should link to instead of what it carries: a first
+        one for a page sent without, or a fix where it carries an operator page (a page
+        and its fix come from one detection, the page may arrive first)."""
+        if action is not None and action.type == LINKABLE_TYPES[0]:
+            return None
+        if page.link == fmt.NONE and firing.action_id is not None:
+            found = self.store.get(firing.action_id)  # linked by the webhook since
+        elif _linkable(firing):
+            found = link_alert(stored_alert(firing), self.store.open_actions())
+        else:
+            return None
+        if found is None or found.state is State.PROPOSED or (
+                action is not None and found.id == action.id):
+            return None
+        if action is not None and LINKABLE_TYPES.index(found.type) >= LINKABLE_TYPES.index(
+                action.type):
+            return None
+        if found.id != firing.action_id:
+            self.store.set_alert_action(firing.group_key, firing.fingerprint, "firing",
+                                        found.id)
+        return found
 
     def _link(self, alert: AlertRow, open_rows: tuple[ActionRow, ...]) -> AlertRow:
         row = link_alert(stored_alert(alert), open_rows)

@@ -27,7 +27,7 @@ from remediation.service.links import LinkSigner
 from remediation.service.metrics import Counters
 from remediation.service.pager import Pager
 from tests.pager_receiver import ROUTING_KEY, PagerReceiver, pagerduty_problems, slack_problems
-from tests.unit.action_records import fix_offline
+from tests.unit.action_records import fix_offline, of_type
 from tests.unit.test_service_alerts import alert, webhook
 
 SECRET = b"p" * 32
@@ -135,6 +135,30 @@ def test_without_a_fix_in_time_it_pages_without_a_link_and_sends_the_link_later(
                            datetime.now(UTC), aid)
     assert "*Update:*" in receiver.accepted("slack")[-1].body["blocks"][0]["text"]["text"]
     assert receiver.invalid() == []
+
+
+def test_a_page_carrying_an_operator_page_is_updated_when_the_fix_arrives(
+        tmp_path: Path, receiver: PagerReceiver) -> None:
+    """A detection proposes a fix and a page for what the fix cannot repair; the page may
+    reach serve first. The pager then carries the fix's link as soon as it exists."""
+    w = World(tmp_path / "a.db", receiver, slack_webhook_url=None, link_wait_seconds=60.0)
+    operator = w.store.propose(parse_action(of_type("page_operator", seed="p"))).row.id
+    w.store.transition(operator, State.AWAITING_APPROVAL, "policy", "a page")
+    w.alert()
+    w.passes()
+    (first,) = receiver.accepted()
+    assert w.signer.verify(_token(first), datetime.now(UTC), operator)
+    fix = w.fix()
+    w.passes(2)
+    update = receiver.accepted()[-1]
+    assert len(receiver.accepted()) == 2
+    assert update.body["dedup_key"] == first.body["dedup_key"]
+    assert w.signer.verify(_token(update), datetime.now(UTC), fix)
+    assert w.store.page("f1").action_id == fix
+
+
+def _token(received: Any) -> str:
+    return received.body["links"][0]["href"].rsplit("/", 1)[1]
 
 
 def test_the_page_resolves_when_the_alert_resolves_and_the_fix_is_done(
