@@ -52,6 +52,9 @@ HELP = {
                                       "outcome."),
     "selfheal_status_published_total": ("counter", "Audit lines published to Kafka, by topic."),
     "selfheal_http_requests_total": ("counter", "HTTP requests, by route and status."),
+    "selfheal_pages_sent_total": ("counter", "Pager messages delivered, by channel and event."),
+    "selfheal_page_failures_total": ("counter", "Pager delivery attempts that failed, by "
+                                     "channel and outcome (retry or refused)."),
 }
 
 
