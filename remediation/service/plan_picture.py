@@ -65,8 +65,9 @@ def placement(action: Action, current: Replicas | None, model: ClusterModel | No
         b for t in targets for b in before.get((t.topic, t.partition), ())}
     order = sorted(brokers, key=lambda b: (racks.get(b) or "~", b))
     dead = set() if model is None else {b for b in brokers if b not in model.alive}
-    width_side = len(order) * CELL
-    width = LABEL + 2 * width_side + 40
+    cell = max(CELL, min(60, 330 // max(1, len(order))))  # few brokers: wider columns
+    width_side = len(order) * cell
+    width = max(LABEL + 2 * width_side + 40, 640)  # the legend needs 640
     height = HEAD + len(targets) * ROW + 2 * ROW + 30
     out = [_open(width, height, f"Replica placement of {len(action.targets())} partitions "
                  "by broker and rack, before and after")]
@@ -74,13 +75,13 @@ def placement(action: Action, current: Replicas | None, model: ClusterModel | No
     for title, i in sides:
         x0 = LABEL + i * (width_side + 40)
         out.append(_text(x0 + width_side / 2, 14, title, weight="bold", anchor="middle"))
-        out += _broker_header(order, racks, dead, x0)
+        out += _broker_header(order, racks, dead, x0, cell)
     counts: list[dict[int, int]] = [dict.fromkeys(order, 0), dict.fromkeys(order, 0)]
     for row, t in enumerate(targets):
         y = HEAD + row * ROW
         key = (t.topic, t.partition)
-        out.append(_text(LABEL - 8, y + 15, f"{t.topic}-{t.partition}", anchor="end",
-                         size=11, mono=True))
+        out.append(_text(LABEL - 8, y + 15, _fit(f"{t.topic}-{t.partition}", 21),
+                         anchor="end", size=11, mono=True))
         was = before.get(key)
         for side, replicas in ((0, was), (1, tuple(t.replicas))):
             x0 = LABEL + side * (width_side + 40)
@@ -93,7 +94,7 @@ def placement(action: Action, current: Replicas | None, model: ClusterModel | No
                 continue
             for b in replicas:
                 counts[side][b] = counts[side].get(b, 0) + 1
-                cx = x0 + order.index(b) * CELL + CELL / 2
+                cx = x0 + order.index(b) * cell + cell / 2
                 if side == 0:
                     color = RED if (t.topic, t.partition, b) in offline else GREY
                 else:
@@ -108,7 +109,7 @@ def placement(action: Action, current: Replicas | None, model: ClusterModel | No
     for side in (0, 1):
         x0 = LABEL + side * (width_side + 40)
         for b in order:
-            out.append(_text(x0 + order.index(b) * CELL + CELL / 2, y, str(counts[side][b]),
+            out.append(_text(x0 + order.index(b) * cell + cell / 2, y, str(counts[side][b]),
                              anchor="middle", size=11))
     out.append(_legend(12, height - 8))
     if len(action.targets()) > MAX_ROWS:
@@ -119,22 +120,23 @@ def placement(action: Action, current: Replicas | None, model: ClusterModel | No
 
 
 def _broker_header(order: list[int], racks: Mapping[int, str | None], dead: set[int],
-                   x0: float) -> list[str]:
+                   x0: float, cell: float) -> list[str]:
     out = []
     start = 0
     for i, b in enumerate(order + [-1]):
         rack = racks.get(b) if b != -1 else object()
         if i > 0 and (b == -1 or rack != racks.get(order[i - 1])):
             name = racks.get(order[i - 1]) or "no rack"
-            x = x0 + start * CELL
-            w = (i - start) * CELL
+            x = x0 + start * cell
+            w = (i - start) * cell
             out.append(f'<rect x="{x + 1}" y="22" width="{w - 2}" height="14" rx="3" '
                        'fill="#e4e7eb"/>')
-            out.append(_text(x + w / 2, 33, f"rack {name}", anchor="middle", size=10))
+            out.append(_text(x + w / 2, 33, _fit(name, max(1, int(w // 6.5))),
+                             anchor="middle", size=10))
             start = i
     for i, b in enumerate(order):
         label = f"b{b}" + (" ✕" if b in dead else "")
-        out.append(_text(x0 + i * CELL + CELL / 2, 50, label, anchor="middle", size=11,
+        out.append(_text(x0 + i * cell + cell / 2, 50, label, anchor="middle", size=11,
                          fill=RED if b in dead else INK))
     return out
 
@@ -196,8 +198,8 @@ def dir_bars(action: Action, model: ClusterModel | None) -> str:
         used = _used(model, b, path)
         after = used + moved.get((b, path), 0)
         out.append(_text(12, y + 14, f"broker {b}", size=11, weight="bold"))
-        shown = path if len(path) <= 24 else "…" + path[-23:]
-        out.append(_text(LABEL + 130, y + 14, shown, anchor="end", size=11, mono=True))
+        out.append(_text(LABEL + 130, y + 14, _fit(path, 24), anchor="end", size=11,
+                         mono=True))
         total = d.total_bytes if d.total_bytes and d.total_bytes > 0 else None
         for i, (value, color) in enumerate(((used, GREY), (after, BLUE))):
             frac = (value / total) if total else 0.0
@@ -223,6 +225,11 @@ def _used(model: ClusterModel, broker: int, path: str) -> int:
 
 
 # --- SVG bits ----------------------------------------------------------------------------
+
+def _fit(text: str, chars: int) -> str:
+    """`text` in at most `chars` characters, keeping its end (where names differ)."""
+    return text if len(text) <= chars else "…" + text[-(chars - 1):]
+
 
 def _open(width: float, height: float, title: str) -> str:
     return (f'<svg xmlns="http://www.w3.org/2000/svg" role="img" class="plan" '
