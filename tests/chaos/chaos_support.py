@@ -139,10 +139,10 @@ class Scenario:
         """No replication or dir-move throttle on any broker or topic."""
         from kafka.admin import ConfigResource, ConfigResourceType
 
+        alive = cluster.live_broker_ids(self.state)  # a dead broker cannot be asked
         with kafka_admin(self.state) as admin:
             reply = admin.describe_configs(
-                [ConfigResource(ConfigResourceType.BROKER, str(b.node_id))
-                 for b in self.state.brokers]
+                [ConfigResource(ConfigResourceType.BROKER, str(b)) for b in sorted(alive)]
                 + [ConfigResource(ConfigResourceType.TOPIC, self.topic)])
         left = {f"{kind} {name}: {key}={entry['value']}"
                 for kind, found in reply.items() for name, configs in found.items()
