@@ -268,8 +268,10 @@ def wait_ready(
 
 def down(state: SandboxState, keep_data: bool = False, progress: Progress = _quiet) -> None:
     """Stop every process the sandbox started, by PID (brokers first); remove its data."""
-    from sandbox import prometheus
+    from sandbox import airflow, prometheus
 
+    if airflow.down(state.work_dir):
+        progress("stopped airflow")
     if prometheus.stop(state.work_dir):
         progress("stopped prometheus")
     for server in reversed(state.servers()):
