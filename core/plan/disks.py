@@ -18,6 +18,8 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter
 
 from core.model import ClusterModel
 from core.plan.errors import PlanError
@@ -143,8 +145,12 @@ def _balance(
     for source in sorted(dirs, key=lambda d: limit[d.path] - d.used):
         if not over_limit(source.used, limit[source.path]):
             break  # sorted by room: the rest are within their limits
-        items = sorted(model.replicas_on_dir(broker, source.path))
-        sizes = [size for size, _ in items]
+        # By size, then partition index: a stable sort of the dir's replicas by size alone
+        # gives that order (they are listed by index), without a tuple per replica.
+        bucket = model.replicas_by_dir[(broker, source.path)]
+        order = sorted(range(len(bucket.sizes)), key=bucket.sizes.__getitem__)
+        sizes = list(map(bucket.sizes.__getitem__, order))
+        indexes = list(map(bucket.partitions.__getitem__, order))
         while over_limit(source.used, limit[source.path]):
             excess = source.used - limit[source.path]
             target, room = source, float("-inf")  # the other dir with the most room
@@ -158,8 +164,7 @@ def _balance(
                 j = bisect_right(sizes, min(excess, room)) - 1
                 if j < 0 or sizes[j] == 0:
                     break
-            size, index = items.pop(j)
-            sizes.pop(j)
+            size, index = sizes.pop(j), indexes.pop(j)
             source.used -= size
             target.used += size
             moved.append((index, source.path, target.path, size))
@@ -169,10 +174,11 @@ def _balance(
 def _reassignment(model: ClusterModel, targets: dict[int, dict[int, str]]) -> Reassignment:
     # One entry per partition: its replica list unchanged, the moved replicas' new dirs.
     out: list[PartitionAssignment] = []
+    broker_of = attrgetter("broker")
     for i in sorted(targets):
         p = model.partitions[i]
-        brokers = tuple(r.broker for r in p.replicas)
-        dirs = tuple(targets[i].get(b, ANY_DIR) for b in brokers)
+        brokers = tuple(map(broker_of, p.replicas))
+        dirs = tuple(map(targets[i].get, brokers, repeat(ANY_DIR)))
         out.append(PartitionAssignment(p.topic, p.partition, brokers, dirs))
     return Reassignment(tuple(out))
 
