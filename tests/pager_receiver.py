@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import re
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -39,6 +40,7 @@ class Received:
     body: Any
     problems: list[str]
     status: int
+    at: float = field(default_factory=time.time)  # when it arrived (epoch seconds)
 
 
 def pagerduty_problems(body: Any, routing_key: str = ROUTING_KEY) -> list[str]:
