@@ -194,6 +194,9 @@ def scenario(state: SandboxState, work: Path, name: str, policy: str = POLICY,
             readers[reader].start()
         consumer.start()
         producer.start()
+        # Traffic flows end to end before any fault: a consumer still looking up its
+        # partitions' offsets when two brokers die would wait out its own timeout and stop.
+        s.wait(lambda: consumer.values, "the consumer reading the producer's messages", 60)
         yield s
     finally:
         if producer.is_alive():
