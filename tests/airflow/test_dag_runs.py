@@ -104,6 +104,27 @@ def test_leader_rebalance_ends_with_leaders_even_by_broker_and_rack(
         delete_topic(state, topic)
 
 
+def test_a_dry_run_plans_and_reports_but_submits_nothing(
+        rack_sandbox: SandboxState, airflow_env: dict[str, str], tmp_path: Path) -> None:
+    state = rack_sandbox
+    topic = placed_topic(state, "airflow-dry-run",
+                         {p: [0, 1 + p % 2, 2 - p % 2] for p in range(8)})
+    try:
+        with bench(state, tmp_path, '[actions]\nrebalance_leaders = "auto"\n') as b:
+            serve = b.serve()
+            before = {(p.topic, p.partition): p.leader for p in b.model().partitions}
+            run = run_dag("selfheal_leader_rebalance", b, airflow_env, serve.url,
+                          conf={"dry_run": True})
+            assert run.state == "success", run.output[-4000:]
+            assert run.summary["outcome"] == "dry run", run.summary
+            assert "dry run: would submit rebalance_leaders" in run.output
+            assert serve.api("GET", "/actions")[1]["actions"] == []  # nothing reached serve
+            after = {(p.topic, p.partition): p.leader for p in b.model().partitions}
+            assert {tp: after.get(tp) for tp in before} == before  # nothing moved
+    finally:
+        delete_topic(state, topic)
+
+
 def test_a_plan_serve_finds_stale_ends_the_run_as_nothing_to_do(
         rack_sandbox: SandboxState, airflow_env: dict[str, str], tmp_path: Path) -> None:
     state = rack_sandbox
