@@ -122,6 +122,12 @@ class ZkLeadership:
             if self._stale:
                 self._stale = False
                 self.lock = self.client.Lock(self.path, self.me)
+            elif self.lock.is_acquired:
+                # The connection dropped and came back within the session: the lock node
+                # lived on with it, so this process still holds the lock (the recipe would
+                # refuse a second acquire for ever).
+                self._leader = True
+                return True
             try:
                 if self.lock.acquire(blocking=True, timeout=1.0):
                     self._leader = True

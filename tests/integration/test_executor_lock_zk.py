@@ -47,3 +47,27 @@ def test_a_holder_whose_session_expired_steps_down_and_takes_the_lock_again(
         assert holder.holder() == "test holder"
     finally:
         holder.close()
+
+
+def test_a_holder_whose_connection_came_back_within_its_session_still_leads(
+        sandbox: SandboxState) -> None:
+    from sandbox import cluster
+
+    said: list[str] = []
+    holder = ZkLeadership(sandbox.zookeeper_connect, f"lock-test-{time.time_ns()}",
+                          "test holder", said.append, session_timeout=30.0)
+    try:
+        assert holder.wait(threading.Event(), timeout=30)
+        cluster.stop_zookeeper(sandbox)  # away for less than the session
+        deadline = time.monotonic() + 30
+        while holder.is_leader() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not holder.is_leader()  # not while it cannot tell
+        cluster.start_zookeeper(sandbox)
+        sandbox.reload()
+        assert holder.wait(threading.Event(), timeout=60), said
+        assert holder.is_leader() and holder.holder() == "test holder"
+        assert said == []  # the session lived on: nothing was lost
+    finally:
+        holder.close()
+        cluster.wait_ready(sandbox, timeout=120)
