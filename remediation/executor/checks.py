@@ -243,9 +243,14 @@ def returned_broker(action: Action, view: LiveView) -> int | None:
 
 def page_resolved(action: Action, view: LiveView) -> str | None:
     """How the live cluster shows a page's problem gone (every broker it names is up, every
-    dir it names is online, or no longer one of its broker's dirs); None while it is not."""
+    dir it names is online, or no longer one of its broker's dirs); None while it is not,
+    and always for a page about neither dirs nor a departed broker ("no plan could be
+    made": only a person can say it is over)."""
     model = view.model
     brokers = [int(b) for b in action.plan["brokers"]]
+    dirs = list(action.plan["log_dirs"])
+    if not dirs and not (brokers and action.trigger.kind == "broker_left"):
+        return None  # its problem is not one the live cluster can show gone: for a person
     down = [b for b in brokers if b not in model.alive]
     offline = [f"{path} on broker {b}" for b in brokers for path in action.plan["log_dirs"]
                if path in model.dirs.get(b, {}) and not model.dirs[b][path].online]

@@ -52,18 +52,24 @@ def _serve(args: argparse.Namespace) -> int:
             config.serve, sqlite_path=Path(args.sqlite).expanduser()))
     if args.port is not None and not 0 <= args.port <= 65535:
         raise CliError(f"--port must be 0-65535 (0 picks a free one), got {args.port}")
+    from core.owner import cluster_name, keyed_store
     try:
         config.require_bootstrap_servers()
         signer(config)
+        cluster = cluster_name(config)  # the store is this cluster's (core/owner.py)
     except ConfigError as exc:
         raise CliError(str(exc)) from None
+    config = dataclasses.replace(config, serve=dataclasses.replace(
+        config.serve, sqlite_path=keyed_store(config, cluster)))
     host = args.host or config.serve.http_host
     port = config.serve.http_port if args.port is None else args.port
     try:
-        serve = Serve(config, policy, host, port)
+        serve = Serve(config, policy, host, port, cluster=cluster)
     except OSError as exc:
         raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}; pick another "
                        "--port (0 picks a free one)") from None
+    except ConfigError as exc:  # the store belongs to another cluster
+        raise CliError(str(exc)) from None
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

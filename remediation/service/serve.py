@@ -19,6 +19,7 @@ from typing import Any
 
 from core import clock
 from core.config import Config
+from core.owner import OwnerError, claim_store
 from core.signing import SignatureError
 from core.signing import signer as action_signer
 from remediation.executor.actions import ActionError, parse_action_json
@@ -29,7 +30,8 @@ from remediation.executor.store import ActionRow, ActionStore
 from remediation.service import http, metrics
 from remediation.service.approvals import Approvals
 from remediation.service.links import LinkSigner
-from remediation.service.pages import current_replicas
+from remediation.service.pager import Pager
+from remediation.service.pages import LiveView, current_replicas
 from schemas.records import Action, ConsumerAssignment
 
 OUTBOX_SECONDS = 1.0
@@ -64,7 +66,7 @@ class Runtime:
 
 class Serve:
     def __init__(self, config: Config, policy: Policy, host: str, port: int,
-                 log: Callable[[str], None] = say) -> None:
+                 log: Callable[[str], None] = say, cluster: str | None = None) -> None:
         self.config = config
         self.policy = policy
         self.log = log
@@ -75,6 +77,13 @@ class Serve:
         sqlite = config.serve.sqlite_path
         sqlite.parent.mkdir(parents=True, exist_ok=True)
         self.store = ActionStore(sqlite)
+        cluster = cluster or config.cluster.cluster_id
+        if cluster is not None:  # a store of another cluster is refused (core/owner.py)
+            try:
+                claim_store(self.store, sqlite, cluster)
+            except OwnerError:
+                self.store.close()
+                raise
         # Unconfigured secrets are made once and kept in the store: links stay valid across
         # restarts and work on a standby sharing the store.
         secret = config.serve.link_secret or self.store.setting(
@@ -91,13 +100,34 @@ class Serve:
         self.server, self._http = http.start(host, port, service)
         self.approvals.base_url = (config.serve.link_base_url or self.server.url).rstrip("/")
         self.url = self.server.url
+        # Pages go out from every serve (the store's outbox claims keep two from sending
+        # one message), so a standby still pages while no executor leads.
+        self.pager = Pager(self.store, self.approvals, config.pager, self.runtime.counters,
+                           log)
+        self._shown: Any = None  # the executor's latest read with partitions, for pages
 
-    def _current(self) -> dict[tuple[str, int], tuple[int, ...]] | None:
-        """Replica lists from the executor's latest read (a standby has none: 'now ?')."""
-        executor = self.runtime.executor
-        view = executor.cluster.last_view if executor is not None and self.runtime.leader \
-            else None
-        return None if view is None else current_replicas(view.model)
+    def _current(self) -> LiveView | None:
+        """Replica lists from the executor's latest read that had partitions (its passes
+        over pages read brokers and dirs only), with the read for the plan's picture (a
+        standby has none: 'now ?')."""
+        view = self._shown if self.runtime.leader else None
+        return None if view is None else LiveView(current_replicas(view.model), view.model)
+
+    def _cluster(self, admin: Any) -> Any:
+        """The executor's cluster, remembering its latest read with partitions for the
+        approval pages."""
+        from remediation.executor.cluster import KafkaCluster
+
+        serve = self
+
+        class ShownCluster(KafkaCluster):
+            def read(self, *args: Any, **kwargs: Any) -> Any:
+                view = super().read(*args, **kwargs)
+                if view.model.partitions:
+                    serve._shown = view
+                return view
+
+        return ShownCluster(admin, self.config.cluster.cluster_id)
 
     def _role(self) -> tuple[str, str | None]:
         return ("leader" if self.runtime.leader else "standby"), self.runtime.holder
@@ -110,6 +140,9 @@ class Serve:
 
         leadership = lock.leadership_for(self.config, lock.identity(self.url), self.log)
         said: str | None = None  # the holder last announced ("" for nobody)
+        paging = threading.Thread(target=self.pager.run, args=(stop,), name="pager",
+                                  daemon=True)
+        paging.start()
         try:
             while not stop.is_set():
                 # Who leads is asked again every few seconds while waiting: a group still
@@ -133,6 +166,8 @@ class Serve:
                 said = None
         finally:
             leadership.close()
+            self.pager.poke()
+            paging.join(timeout=30)
 
     def _lead(self, stop: threading.Event, is_leader: Callable[[], bool]) -> None:
         while not stop.is_set() and is_leader():
@@ -147,7 +182,6 @@ class Serve:
     def _lead_once(self, stop: threading.Event, is_leader: Callable[[], bool]) -> None:
         from core import bus
         from core.live import open_admin
-        from remediation.executor.cluster import KafkaCluster
         from remediation.service.intake import Intake
         from remediation.service.outbox import Outbox
 
@@ -156,7 +190,7 @@ class Serve:
         producer = bus.producer(config)
         with open_admin(config.require_bootstrap_servers(), client_id="selfheal-executor") \
                 as admin:
-            cluster = KafkaCluster(admin, config.cluster.cluster_id)
+            cluster = self._cluster(admin)
             executor = Executor(
                 self.store, cluster, self.policy, signer=self.signer,
                 skew_threshold=config.detect.disk_skew_threshold,
@@ -205,6 +239,7 @@ class Serve:
         link = self.approvals.link(row)
         what = "PAGE: " if decision.page else ""
         self.log(f"{what}action {row.id[:12]} ({row.type}) awaits approval: {link.url}")
+        self.pager.poke()  # an alert may be waiting for this fix's link
 
     def _count_intake(self, received: Received) -> None:
         self.runtime.counters.inc("selfheal_intake_records_total", outcome=received.outcome)

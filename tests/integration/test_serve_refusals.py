@@ -65,8 +65,10 @@ def test_links_that_must_not_approve_are_refused_and_change_nothing(
         sandbox: SandboxState, tmp_path: Path) -> None:
     with bench(sandbox, tmp_path) as b:
         serve = b.serve()
-        page = b.action("page_operator", {"message": "replace the disk", "brokers": [1],
-                                          "log_dirs": [sandbox.broker(1).log_dirs[0]]},
+        # A page about no dir stays open until a person closes it (one about a healthy
+        # dir would resolve itself within seconds).
+        page = b.action("page_operator", {"message": "look at broker 1 by hand",
+                                          "brokers": [1], "log_dirs": []},
                         "refusal test")
         aid = b.propose(page)
         serve.wait_state(aid, {"awaiting_approval"})

@@ -209,6 +209,9 @@ def test_a_page_resolves_when_the_live_cluster_no_longer_shows_its_problem() -> 
         "resolved: the live cluster no longer shows the problem (broker 3, /d2 up and online)")
     gone = action("page_operator", {"message": "m", "brokers": [3], "log_dirs": ["/d9"]})
     assert page_resolved(gone, cluster()) is not None  # the dir left log.dirs: nothing to page
+    by_hand = action("page_operator", {"message": "no plan could be made; look by hand",
+                                       "brokers": [3], "log_dirs": []})
+    assert page_resolved(by_hand, cluster()) is None  # nothing the cluster can show gone
 
 
 def test_a_dead_broker_fix_knows_when_its_broker_is_back() -> None:
