@@ -10,6 +10,7 @@ import time
 import pytest
 
 from sandbox import cluster
+from schemas import wire
 from tests.chaos.chaos_support import scenario, some_dir
 
 pytestmark = pytest.mark.chaos
@@ -63,7 +64,8 @@ def test_records_from_the_far_future_or_past_hide_no_real_failure(sandbox, tmp_p
         path = some_dir(sandbox, broker, s.topic)
         try:
             s.healed_once(broker, path, s.fail(broker, path))
-            future = [d for d in (json.loads(m.value) for m in s.readers["dead-letter"].messages)
+            future = [d for d in (wire.record("dead-letter", m.value)
+                                  for m in s.readers["dead-letter"].messages)
                       if "2100-01-01" in d["raw"]]
             assert len(future) == 2 * len(sandbox.brokers)
             assert all("in the future" in d["reason"] for d in future), future[0]["reason"]

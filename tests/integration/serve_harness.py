@@ -31,8 +31,10 @@ from core.model import ClusterModel
 from core.signing import signer
 from remediation.executor.lifecycle import is_terminal
 from sandbox.state import SandboxState
+from schemas import wire
 from schemas.actions import build_action
 from schemas.records import Action, Trigger
+from schemas.registry import TOPICS
 from schemas.snapshot import snapshot_from_dict
 
 _LISTENING = re.compile(r"listening on (http://\S+)")
@@ -228,7 +230,8 @@ class Bench:
         found: list[dict[str, Any]] = []
 
         def more() -> bool:
-            found.extend(json.loads(m.value()) for m in consumer.consume(100, timeout=0.5)
+            found.extend(wire.record(TOPICS[name], m.value())
+                         for m in consumer.consume(100, timeout=0.5)
                          if m.error() is None)
             return want(found)
 
