@@ -18,6 +18,7 @@ from core.model import ClusterModel
 from core.plan.disks import broker_usage, mean_ratio
 from sandbox import cluster, loop, traffic
 from sandbox.fill import fill_disk
+from schemas import wire
 from schemas.registry import validate
 from schemas.snapshot import snapshot_from_dict
 from tests.e2e.loop_support import (
@@ -130,7 +131,7 @@ def test_malformed_records_on_every_input_go_to_the_dead_letter_topic(sandbox, d
     assert failed == []
 
     def mine(msgs):
-        letters = [json.loads(m.value) for m in msgs]
+        letters = [wire.record("dead-letter", m.value) for m in msgs]
         return [d for d in letters if tag in d["raw"]]
 
     try:

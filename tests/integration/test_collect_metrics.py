@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 
 from sandbox import cluster, processes, traffic
+from schemas import wire
 from schemas.records import BrokerMetric
 from tests.integration.collect_support import Collector, TopicReader, sample_value
 
@@ -17,6 +17,11 @@ TOPIC = "selfheal.broker-metrics"
 OFFLINE = "kafka_log_log_directory_offline"
 
 
+
+def brokers_of(messages) -> set[int]:
+    """The brokers the broker-metrics records among ``messages`` are from."""
+    return {wire.record("broker-metric", m.value)["broker"] for m in messages}
+
 def _records(messages) -> list[tuple[bytes | None, BrokerMetric]]:
     return [(m.key, BrokerMetric.from_json(m.value)) for m in messages]
 
@@ -25,7 +30,7 @@ def _offline_samples(messages) -> dict[tuple[int, str], float]:
     """The latest kafka_log_log_directory_offline value per (broker, dir)."""
     latest = {}
     for m in messages:
-        data = json.loads(m.value)
+        data = wire.record("broker-metric", m.value)
         if data["metric"] == OFFLINE:
             latest[(data["broker"], data["labels"]["log_dir"])] = data["value"]
     return latest
@@ -96,14 +101,14 @@ def test_a_dead_exporter_is_reported_and_backed_off_while_the_others_are_scraped
         collector.wait_for_line(rf"ERROR exporter {dead} .*retrying in 2\.0 s")
         mark = len(reader.messages)  # after three failures, the others still arrive
         live = {b.node_id for b in sandbox.brokers}
-        reader.wait_for(lambda ms: {json.loads(m.value)["broker"] for m in ms[mark:]} == live,
+        reader.wait_for(lambda ms: brokers_of(ms[mark:]) == live,
                         what="fresh samples from every live broker")
         metrics_text = collector.own_metrics()
         assert collector.stop() == 0, collector.text()
     assert sample_value(metrics_text, "selfheal_collect_target_up", target=dead) == 0.0
     assert sample_value(metrics_text, "selfheal_collect_errors_total",
                         reason="unreachable") >= 3
-    assert 9 not in {json.loads(m.value)["broker"] for m in reader.messages}
+    assert 9 not in brokers_of(reader.messages)
 
 
 def test_once_scrapes_every_exporter_and_exits_0(sandbox):
@@ -111,5 +116,5 @@ def test_once_scrapes_every_exporter_and_exits_0(sandbox):
             Collector(sandbox, ["metrics", "--once"]) as collector:
         assert collector.proc.wait(timeout=120) == 0, collector.text()
         assert "one round: 3 of 3 exporters scraped" in collector.text()
-        reader.wait_for(lambda ms: {json.loads(m.value)["broker"] for m in ms}
+        reader.wait_for(lambda ms: brokers_of(ms)
                         == {b.node_id for b in sandbox.brokers}, what="every broker")

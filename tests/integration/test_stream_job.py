@@ -31,7 +31,8 @@ from core.plan.disks import broker_usage, mean_ratio, over_limit
 from sandbox import cluster, traffic
 from sandbox.loop import render_toml
 from sandbox.status import KAFKA_STORAGE_ERROR, log_dir_errors
-from schemas.registry import dumps, validate
+from schemas import wire
+from schemas.registry import TOPICS, dumps, validate
 from schemas.snapshot import snapshot_from_dict
 from tests.integration.test_log_dir_failure import scrape, wait_until
 
@@ -125,7 +126,8 @@ class Bus:
         while not self._stop.is_set():
             msg = self._consumer.poll(0.5)
             if msg is not None and not msg.error():
-                self.out.append((msg.topic(), json.loads(msg.value())))
+                suffix = msg.topic().rsplit(".", 1)[-1]  # <prefix>.actions -> actions
+                self.out.append((msg.topic(), wire.record(TOPICS[suffix], msg.value())))
 
     def close(self) -> None:
         self._stop.set()
@@ -199,6 +201,23 @@ def movable(sandbox) -> str:
     topic = f"stream-movable-{uuid.uuid4().hex[:6]}"
     traffic.create_topic(sandbox, topic, partitions=6, replication_factor=2)
     return topic
+
+
+def snapshot_with_dir_on(sandbox, cluster_id: str, memory: PlacementMemory, topic: str,
+                         broker: int, timeout: float = 30.0
+                         ) -> tuple[dict[str, Any], tuple[int, str]]:
+    """A live snapshot in which ``broker`` holds a replica of ``topic`` in a known dir: a
+    fresh topic's follower creates its log a moment after the topic has leaders, and
+    until then DescribeLogDirs names no dir for it (a full run once raced that)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        snapshot = live_snapshot(sandbox, cluster_id, memory)
+        found = [(b, d) for b, d in dirs_holding(snapshot, topic) if b == broker]
+        if found:
+            return snapshot, found[0]
+        assert time.monotonic() < deadline, (
+            f"broker {broker} holds no replica of {topic} in a known dir after {timeout:.0f} s")
+        time.sleep(0.5)
 
 
 def dirs_holding(snapshot: dict[str, Any], topic: str) -> list[tuple[int, str]]:
@@ -278,8 +297,7 @@ def test_a_real_dir_failure_is_proposed_once_even_after_a_restart_and_a_replay(
     job, bus = stream
     cluster_id = cid("zk")
     memory = PlacementMemory()
-    before = live_snapshot(sandbox, cluster_id, memory)
-    broker, path = next((b, d) for b, d in dirs_holding(before, movable) if b == 1)
+    before, (broker, path) = snapshot_with_dir_on(sandbox, cluster_id, memory, movable, 1)
     bus.send("cluster-snapshots", before, cluster_id.encode())
     try:
         cluster.fail_disk(sandbox, broker, path)
