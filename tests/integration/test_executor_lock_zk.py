@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -27,47 +29,54 @@ def expire(leadership: ZkLeadership, hosts: str) -> None:
     twin.close()
 
 
-def test_a_holder_whose_session_expired_steps_down_and_takes_the_lock_again(
-        sandbox: SandboxState) -> None:
+@contextmanager
+def leading(sandbox: SandboxState, session_timeout: float
+            ) -> Iterator[tuple[ZkLeadership, list[str]]]:
+    """A lock holder that leads, with what it says; closed after."""
     said: list[str] = []
     holder = ZkLeadership(sandbox.zookeeper_connect, f"lock-test-{time.time_ns()}",
-                          "test holder", said.append, session_timeout=6.0)
+                          "test holder", said.append, session_timeout=session_timeout)
     try:
         assert holder.wait(threading.Event(), timeout=30)
         assert holder.is_leader()
+        yield holder, said
+    finally:
+        holder.close()
+
+
+def within(seconds: float, done: Callable[[], bool]) -> None:
+    """Poll ``done`` (kazoo reports on its own thread) for up to ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def test_a_holder_whose_session_expired_steps_down_and_takes_the_lock_again(
+        sandbox: SandboxState) -> None:
+    with leading(sandbox, session_timeout=6.0) as (holder, said):
         expire(holder, sandbox.zookeeper_connect)
         lost = "ZooKeeper session lost: no longer the active executor"
-        deadline = time.monotonic() + 30  # kazoo says SUSPENDED, then LOST, on its thread
-        while lost not in said and time.monotonic() < deadline:
-            time.sleep(0.1)
+        within(30, lambda: lost in said)  # kazoo says SUSPENDED, then LOST
         assert lost in said
         assert not holder.is_leader()
         assert holder.wait(threading.Event(), timeout=60), said
         assert holder.is_leader()
         assert holder.holder() == "test holder"
-    finally:
-        holder.close()
 
 
 def test_a_holder_whose_connection_came_back_within_its_session_still_leads(
         sandbox: SandboxState) -> None:
     from sandbox import cluster
 
-    said: list[str] = []
-    holder = ZkLeadership(sandbox.zookeeper_connect, f"lock-test-{time.time_ns()}",
-                          "test holder", said.append, session_timeout=30.0)
     try:
-        assert holder.wait(threading.Event(), timeout=30)
-        cluster.stop_zookeeper(sandbox)  # away for less than the session
-        deadline = time.monotonic() + 30
-        while holder.is_leader() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not holder.is_leader()  # not while it cannot tell
-        cluster.start_zookeeper(sandbox)
-        sandbox.reload()
-        assert holder.wait(threading.Event(), timeout=60), said
-        assert holder.is_leader() and holder.holder() == "test holder"
-        assert said == []  # the session lived on: nothing was lost
+        with leading(sandbox, session_timeout=30.0) as (holder, said):
+            cluster.stop_zookeeper(sandbox)  # away for less than the session
+            within(30, lambda: not holder.is_leader())
+            assert not holder.is_leader()  # not while it cannot tell
+            cluster.start_zookeeper(sandbox)
+            sandbox.reload()
+            assert holder.wait(threading.Event(), timeout=60), said
+            assert holder.is_leader() and holder.holder() == "test holder"
+            assert said == []  # the session lived on: nothing was lost
     finally:
-        holder.close()
         cluster.wait_ready(sandbox, timeout=120)
