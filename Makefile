@@ -59,7 +59,7 @@ demo: deps
 
 # Lint first: a tree that does not lint is not green, whatever the tests say.
 test: deps lint
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25
 
 bench: deps
 	$(PY) -m bench

@@ -32,10 +32,11 @@ def test_disk_rebalance_evens_out_a_filled_dir_under_the_throttle(
     try:
         with bench(state, tmp_path, policy) as b:
             serve = b.serve()
-            # only this broker needs moves (a topic an earlier test deleted may still be
-            # leaving the others' dirs: Kafka deletes segments after file.delete.delay.ms)
-            wait_until(lambda: {m.broker for m in plan_disks(b.model(), THRESHOLD).moves}
-                       == {broker}, f"only broker {broker} skewed", 120, every=2)
+            # The filled broker needs moves. Others may too: the bus topics' own few KiB
+            # land unevenly on two dirs (and the DAG, like serve, evens every broker out);
+            # what this test asserts is the filled broker's.
+            planned = {m.broker for m in plan_disks(b.model(), THRESHOLD).moves}
+            assert broker in planned, planned
 
             run = run_dag("selfheal_disk_rebalance", b, airflow_env, serve.url,
                           conf={"threshold": THRESHOLD})
