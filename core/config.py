@@ -168,6 +168,11 @@ class DetectConfig:
     # A record dated more than this ahead of the job's clock is dead-lettered: one record
     # from the far future would move event time (and the watermark) for its whole cluster.
     max_clock_ahead_seconds: float = _field(300.0, _positive)
+    # A consumer group whose rack locality stays this far below what its KIP-881 plan
+    # achieves (a share, 0..1) for consumer_locality_window_seconds gets an
+    # assign_consumers action; a rebalance in progress is not a reason.
+    consumer_locality_margin: float = _field(0.10, _at_least(0.0))
+    consumer_locality_window_seconds: float = _field(300.0, _positive)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from schemas.snapshot_decode import decode_snapshot
 from schemas.snapshot_types import (
     NO_LEADER,
     SNAPSHOT_VERSION,
+    Assigned,
     Broker,
     ConsumerGroup,
     DirReplicas,
@@ -122,6 +123,7 @@ _BROKER: tuple[_Field, ...] = (
     ("rack", "str", False, True, 1),
     ("alive", "bool", True, False, None),
     ("log_dirs", "list", True, False, None),
+    ("replica_selector", "str", False, True, 1),
 )
 _LOG_DIR: tuple[_Field, ...] = (
     ("path", "str", True, False, 1),
@@ -144,6 +146,9 @@ _REPLICA: tuple[_Field, ...] = (
 _GROUP: tuple[_Field, ...] = (
     ("group", "str", True, False, 1),
     ("members", "list", True, False, None),
+    ("protocol_type", "str", False, True, None),
+    ("protocol", "str", False, True, None),
+    ("state", "str", False, True, None),
 )
 _MEMBER: tuple[_Field, ...] = (
     ("member_id", "str", True, False, 1),
@@ -151,6 +156,11 @@ _MEMBER: tuple[_Field, ...] = (
     ("client_id", "str", True, False, 0),
     ("rack", "str", False, True, 1),
     ("topics", "list", True, False, None),
+    ("assignment", "list", False, False, None),
+)
+_ASSIGNED: tuple[_Field, ...] = (
+    ("topic", "str", True, False, 1),
+    ("partitions", "list", True, False, None),
 )
 
 
@@ -273,7 +283,7 @@ class _Reader:
         )
 
     def broker(self, obj: Any, path: str, first_at: dict[int, int]) -> Broker:
-        broker_id, rack, alive, raw_dirs = _fields(obj, _BROKER, path)
+        broker_id, rack, alive, raw_dirs, selector = _fields(obj, _BROKER, path)
         if broker_id in first_at:
             raise SnapshotError(
                 f"{path}.id",
@@ -298,7 +308,7 @@ class _Reader:
         }
         found[None] = DirReplicas(broker_id, None)
         self.dirs_by_broker[broker_id] = found
-        return Broker(broker_id, rack, alive, tuple(dirs))
+        return Broker(broker_id, rack, alive, tuple(dirs), selector)
 
     def partitions(self, raw: list[Any]) -> tuple[Partition, ...]:
         # The hot loop of loading (300,000 replicas in the bench): a well-formed entry is
@@ -412,12 +422,13 @@ class _Reader:
             )
 
     def group(self, obj: Any, path: str) -> ConsumerGroup:
-        name, raw_members = _fields(obj, _GROUP, path)
+        name, raw_members, protocol_type, protocol, state = _fields(obj, _GROUP, path)
         members: list[Member] = []
         seen: set[str] = set()
         for k, raw in enumerate(raw_members):
             where = f"{path}.members[{k}]"
-            member_id, instance_id, client_id, rack, topics = _fields(raw, _MEMBER, where)
+            member_id, instance_id, client_id, rack, topics, raw_assigned = _fields(
+                raw, _MEMBER, where)
             if member_id in seen:
                 raise SnapshotError(
                     f"{where}.member_id", f"{member_id} appears twice in {name}", "consistency"
@@ -428,5 +439,12 @@ class _Reader:
                     raise SnapshotError(
                         f"{where}.topics[{t}]", f"expected a topic name, got {_shown(topic)}"
                     )
-            members.append(Member(member_id, client_id, rack, tuple(topics), instance_id))
-        return ConsumerGroup(name, tuple(members))
+            assigned: list[Assigned] = []
+            for a, item in enumerate(raw_assigned):
+                at = f"{where}.assignment[{a}]"
+                topic, numbers = _fields(item, _ASSIGNED, at)
+                assigned.append(Assigned(topic, tuple(
+                    _as_int(n, f"{at}.partitions[{k}]", 0) for k, n in enumerate(numbers))))
+            members.append(Member(member_id, client_id, rack, tuple(topics), instance_id,
+                                  tuple(assigned)))
+        return ConsumerGroup(name, tuple(members), protocol_type, protocol, state)

@@ -20,6 +20,7 @@ import msgspec
 
 from schemas.snapshot_types import (
     NO_LEADER,
+    Assigned,
     Broker,
     ConsumerGroup,
     LogDir,
@@ -43,6 +44,12 @@ class _BrokerDoc(msgspec.Struct, forbid_unknown_fields=True):
     alive: bool
     log_dirs: tuple[_LogDirDoc, ...]
     rack: Name | None = None
+    replica_selector: Name | None = None
+
+
+class _AssignedDoc(msgspec.Struct, forbid_unknown_fields=True):
+    topic: Name
+    partitions: tuple[NonNegative, ...]
 
 
 class _MemberDoc(msgspec.Struct, forbid_unknown_fields=True):
@@ -51,11 +58,15 @@ class _MemberDoc(msgspec.Struct, forbid_unknown_fields=True):
     topics: tuple[Name, ...]
     rack: Name | None = None
     group_instance_id: Name | None = None
+    assignment: tuple[_AssignedDoc, ...] = ()
 
 
 class _GroupDoc(msgspec.Struct, forbid_unknown_fields=True):
     group: Name
     members: tuple[_MemberDoc, ...]
+    protocol_type: str | None = None
+    protocol: str | None = None
+    state: str | None = None
 
 
 class _SnapshotDoc(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -99,6 +110,7 @@ def decode_snapshot(text: str | bytes) -> Snapshot | None:
                 b.rack,
                 b.alive,
                 tuple(LogDir(d.path, d.online, d.total_bytes, d.usable_bytes) for d in b.log_dirs),
+                b.replica_selector,
             )
             for b in doc.brokers
         ),
@@ -107,9 +119,13 @@ def decode_snapshot(text: str | bytes) -> Snapshot | None:
             ConsumerGroup(
                 g.group,
                 tuple(
-                    Member(m.member_id, m.client_id, m.rack, m.topics, m.group_instance_id)
+                    Member(m.member_id, m.client_id, m.rack, m.topics, m.group_instance_id,
+                           tuple(Assigned(a.topic, a.partitions) for a in m.assignment))
                     for m in g.members
                 ),
+                g.protocol_type,
+                g.protocol,
+                g.state,
             )
             for g in doc.consumer_groups
         ),

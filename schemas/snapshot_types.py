@@ -42,12 +42,24 @@ class LogDir:
     usable_bytes: int | None = None
 
 
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
 @dataclass(frozen=True, slots=True)
 class Broker:
     id: int
     rack: str | None
     alive: bool
     log_dirs: tuple[LogDir, ...]
+    # The broker's `replica.selector.class` (KIP-392); None when it is not set (consumers
+    # then read from leaders only) or was not read.
+    replica_selector: str | None = None
+
+    @property
+    def follower_fetching(self) -> bool:
+        """Consumers with client.rack may read from a replica on their rack (KIP-392)."""
+        return self.replica_selector is not None and self.replica_selector.rsplit(
+            ".", 1)[-1] == RACK_AWARE_SELECTOR.rsplit(".", 1)[-1]
 
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
@@ -92,18 +104,37 @@ class Partition(_Record):
 
 
 @dataclass(frozen=True, slots=True)
+class Assigned:
+    """The partitions of one topic a member consumes (its group's last assignment)."""
+
+    topic: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Member:
     member_id: str
     client_id: str
-    rack: str | None
+    rack: str | None  # client.rack, from the subscription metadata (v3, KIP-881)
     topics: tuple[str, ...]
     group_instance_id: str | None = None
+    assignment: tuple[Assigned, ...] = ()
+
+    def assigned(self) -> list[tuple[str, int]]:
+        """(topic, partition) of everything the member consumes."""
+        return [(a.topic, p) for a in self.assignment for p in a.partitions]
 
 
 @dataclass(frozen=True, slots=True)
 class ConsumerGroup:
     group: str
     members: tuple[Member, ...]
+    # DescribeGroups' view: "consumer" for a classic consumer group; the assignor in use
+    # ("range", "cooperative-sticky", ...); the group state ("Stable", ...). None when
+    # the snapshot was written without them.
+    protocol_type: str | None = None
+    protocol: str | None = None
+    state: str | None = None
 
 
 @dataclass(slots=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from core.config import DetectConfig
@@ -29,6 +29,7 @@ MOVE_DIRS = "move_replica_dirs"
 REBALANCE_LEADERS = "rebalance_leaders"
 PAGE = "page_operator"
 DEAD_BROKER = "dead_broker"  # a decision: re-replicate everything a departed broker held
+ASSIGN_CONSUMERS = "assign_consumers"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,8 @@ class DetectSettings:
     fresh_snapshot_wait_ms: Ms = 15_000
     broker_return_grace_ms: Ms = 60_000
     broker_death_grace_ms: Ms = 60_000
+    consumer_locality_margin: float = 0.10
+    consumer_locality_window_ms: Ms = 300_000
 
     @classmethod
     def from_config(cls, detect: DetectConfig) -> DetectSettings:
@@ -51,6 +54,8 @@ class DetectSettings:
             fresh_snapshot_wait_ms=round(detect.fresh_snapshot_wait_seconds * 1000),
             broker_return_grace_ms=round(detect.broker_return_grace_seconds * 1000),
             broker_death_grace_ms=round(detect.broker_death_grace_seconds * 1000),
+            consumer_locality_margin=detect.consumer_locality_margin,
+            consumer_locality_window_ms=round(detect.consumer_locality_window_seconds * 1000),
         )
 
 
@@ -68,6 +73,39 @@ class SnapshotRef:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupFacts:
+    """One consumer group's locality (streams/facts.py, core/locality.py).
+
+    ``ratio``/``planned``: the share read on the members' own racks now and under its
+    KIP-881 plan (None when nothing is assigned or no plan could be made);
+    ``membership``: a digest of its member ids (a new membership is a new question);
+    ``no_rack``: (member id, client id) of members without client.rack; ``racks``: the
+    cluster's racks; ``diagnosis``: why it reads across racks, for the operator.
+    """
+
+    ratio: float | None
+    planned: float | None
+    strategy: str
+    stable: bool
+    membership: str
+    no_rack: tuple[tuple[str, str], ...] = ()
+    racks: tuple[str, ...] = ()
+    diagnosis: str = ""
+
+    def to_doc(self) -> dict[str, object]:
+        return {"ratio": self.ratio, "planned": self.planned, "strategy": self.strategy,
+                "stable": self.stable, "membership": self.membership,
+                "no_rack": [list(m) for m in self.no_rack], "racks": list(self.racks),
+                "diagnosis": self.diagnosis}
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> GroupFacts:
+        return cls(doc["ratio"], doc["planned"], doc["strategy"], doc["stable"],
+                   doc["membership"], tuple((m, c) for m, c in doc["no_rack"]),
+                   tuple(doc["racks"]), doc["diagnosis"])
+
+
+@dataclass(frozen=True, slots=True)
 class SnapshotFacts:
     """What detection needs from one snapshot (streams/facts.py computes it).
 
@@ -80,6 +118,7 @@ class SnapshotFacts:
     alive: dict[int, bool]
     skewed: dict[int, float] = field(default_factory=dict)
     leaders: str | None = None
+    groups: dict[str, GroupFacts] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps({
@@ -87,6 +126,7 @@ class SnapshotFacts:
             "alive": {str(b): a for b, a in self.alive.items()},
             "skewed": {str(b): r for b, r in self.skewed.items()},
             "leaders": self.leaders,
+            "groups": {g: f.to_doc() for g, f in self.groups.items()},
         }, separators=(",", ":"))
 
     @classmethod
@@ -97,6 +137,7 @@ class SnapshotFacts:
             alive={int(b): a for b, a in doc["alive"].items()},
             skewed={int(b): r for b, r in doc["skewed"].items()},
             leaders=doc["leaders"],
+            groups={g: GroupFacts.from_doc(f) for g, f in doc.get("groups", {}).items()},
         )
 
 
@@ -161,6 +202,7 @@ class Decision:
     snapshot: SnapshotRef | None
     offline_dirs: tuple[tuple[int, str], ...] = ()
     reason: str = ""
+    group: str | None = None  # the consumer group an assign_consumers decision is about
 
     def to_json(self) -> str:
         body = dataclasses.asdict(self)
@@ -217,6 +259,17 @@ class Spell:
 
 
 @dataclass(slots=True)
+class GroupSpell:
+    """A consumer group below its plan (or with members lacking client.rack), for one
+    membership: proposed once per membership and spell."""
+
+    since: Ms
+    membership: str
+    proposed: bool = False
+    paged: list[str] = field(default_factory=list)  # member ids already paged
+
+
+@dataclass(slots=True)
 class ClusterState:
     snapshot: SnapshotRef | None = None
     # broker -> [alive, number of log dirs], from the latest snapshot.
@@ -234,6 +287,9 @@ class ClusterState:
     # same death is healed once; back and gone again is a new one).
     dead: dict[int, Ms] = field(default_factory=dict)
     healed: dict[int, Ms] = field(default_factory=dict)
+    # group -> its locality spell; group -> its members-without-client.rack spell
+    consumers: dict[str, GroupSpell] = field(default_factory=dict)
+    rackless: dict[str, GroupSpell] = field(default_factory=dict)
     newest: Ms = 0  # newest event time seen: the clock when there is no watermark
 
     def to_json(self) -> str:
@@ -248,6 +304,8 @@ class ClusterState:
             "departed": {str(b): t for b, t in self.departed.items()},
             "dead": {str(b): t for b, t in self.dead.items()},
             "healed": {str(b): t for b, t in self.healed.items()},
+            "consumers": {g: dataclasses.asdict(s) for g, s in self.consumers.items()},
+            "rackless": {g: dataclasses.asdict(s) for g, s in self.rackless.items()},
             "newest": self.newest,
         }, separators=(",", ":"))
 
@@ -266,5 +324,7 @@ class ClusterState:
             departed={int(b): t for b, t in doc.get("departed", {}).items()},
             dead={int(b): t for b, t in doc.get("dead", {}).items()},
             healed={int(b): t for b, t in doc.get("healed", {}).items()},
+            consumers={g: GroupSpell(**s) for g, s in doc.get("consumers", {}).items()},
+            rackless={g: GroupSpell(**s) for g, s in doc.get("rackless", {}).items()},
             newest=doc["newest"],
         )

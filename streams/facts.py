@@ -9,6 +9,7 @@ when a decision needs it. Skew uses the disk planner's own measure
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import Counter
 from collections.abc import Mapping
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, TypeVar
 from core.model import ClusterModel
 from core.plan.disks import broker_usage, mean_ratio, over_limit
 from schemas.snapshot import Snapshot
-from streams.detect_types import SnapshotFacts
+from streams.detect_types import GroupFacts, SnapshotFacts
 
 if TYPE_CHECKING:
     from core.config import DetectConfig
@@ -52,7 +53,38 @@ def snapshot_facts(snapshot: Snapshot, limits: FactLimits = FactLimits()) -> Sna
         alive={b.id: b.alive for b in snapshot.brokers},
         skewed=skewed_brokers(model, limits),
         leaders=leader_imbalance(model, limits.leader_imbalance_threshold),
+        groups=group_facts(model),
     )
+
+
+def group_facts(model: ClusterModel) -> dict[str, GroupFacts]:
+    """Each consumer group's locality now and under its KIP-881 plan, with the causes of
+    reading across racks (core/locality.py)."""
+    from core.locality import diagnose, locality, planned_locality, strategy_for
+    from core.plan.errors import PlanError
+
+    out: dict[str, GroupFacts] = {}
+    for group in model.snapshot.consumer_groups:
+        now = locality(model, group)
+        try:
+            planned, strategy = planned_locality(model, group)
+            planned_ratio = planned.ratio
+        except PlanError:
+            planned_ratio, strategy = None, strategy_for(group)
+        diagnosis = diagnose(model, group)
+        ids = "\n".join(sorted(m.member_id for m in group.members))
+        out[group.group] = GroupFacts(
+            ratio=None if now.ratio is None else round(now.ratio, 4),
+            planned=None if planned_ratio is None else round(planned_ratio, 4),
+            strategy=strategy,
+            # A group between generations shows a half-made assignment: not judged.
+            stable=group.state in (None, "Stable"),
+            membership=hashlib.sha256(ids.encode()).hexdigest()[:16],
+            no_rack=diagnosis.members_without_rack,
+            racks=diagnosis.racks,
+            diagnosis=diagnosis.text(),
+        )
+    return out
 
 
 def skewed_brokers(model: ClusterModel, limits: FactLimits) -> dict[int, float]:

@@ -32,6 +32,7 @@ from schemas.actions import build_action
 from schemas.records import Action, Trigger
 from schemas.snapshot import SnapshotError, snapshot_from_dict
 from streams.detect_types import (
+    ASSIGN_CONSUMERS,
     DEAD_BROKER,
     FIX_OFFLINE,
     MOVE_DIRS,
@@ -102,6 +103,8 @@ class Proposer:
                 return self._move_dirs(decision, model, created)
             if decision.type == REBALANCE_LEADERS:
                 return self._leaders(decision, model, created)
+            if decision.type == ASSIGN_CONSUMERS:
+                return self._consumers(decision, model, created)
         except (SnapshotError, PlanError, LookupError) as exc:
             # The detector saw a problem the planner cannot handle (or the snapshot is
             # gone from the bus): a person must look. Failing the batch instead would
@@ -224,6 +227,26 @@ class Proposer:
                   f"{len(plan.reassignment.partitions)} replica list(s) reordered (no data "
                   "moves)")
         return [self._action(decision, REBALANCE_LEADERS, plan, reason, created)]
+
+
+    def _consumers(self, decision: Decision, model: ClusterModel, created: str) -> list[Action]:
+        """The group's KIP-881 target, planned from the decision's snapshot; nothing when
+        the group has left it or its locality no longer trails the plan."""
+        from core.locality import locality, strategy_for
+        from core.plan.consumers import plan_consumers
+
+        groups = {g.group: g for g in model.snapshot.consumer_groups}
+        group = groups.get(decision.group or "")
+        if group is None:
+            return []
+        plan = plan_consumers(model, group.group, strategy_for(group))
+        now, planned = locality(model, group), locality(model, group, plan.assignment)
+        if now.ratio is None or planned.ratio is None or planned.ratio <= now.ratio:
+            return []
+        reason = (f"{decision.reason}. Target: {plan.cross_rack} cross-rack partition(s) of "
+                  f"{planned.partitions}; a consumer applies it through the client-side "
+                  "helper (Java and KIP-848 groups: follow the diagnosis)")
+        return [self._action(decision, ASSIGN_CONSUMERS, plan, reason, created)]
 
 
 def _lost_message(where: str, lost: tuple[Any, ...]) -> str:

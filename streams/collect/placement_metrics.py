@@ -54,6 +54,17 @@ METRICS: dict[str, str] = {
     "replica",
     "selfheal_partitions_sharing_rack": "Partitions with two replicas in one rack although "
     "the cluster has a rack for each replica (KIP-36 placement violated)",
+    "selfheal_broker_follower_fetching": "1 when the broker's replica.selector.class is the "
+    "rack-aware one (KIP-392: consumers with client.rack may read from a replica on their "
+    "rack)",
+    "selfheal_consumer_group_members": "Members of the classic consumer group",
+    "selfheal_consumer_group_members_without_rack": "Members of the group that set no "
+    "client.rack (KIP-881 cannot place them)",
+    "selfheal_consumer_group_rack_locality_ratio": "Share of the group's assigned partitions "
+    "(by bytes where known) its members read from their own rack, 0..1",
+    "selfheal_consumer_group_planned_rack_locality_ratio": "The same share under the group's "
+    "KIP-881 rack-aware plan (its assignor if range or cooperative-sticky, else "
+    "cooperative-sticky)",
 }
 
 Labels = tuple[tuple[str, str], ...]
@@ -136,7 +147,35 @@ def placement_samples(snapshot: Snapshot) -> list[Sample]:
     add("selfheal_partitions_with_offline_replicas",
         len(model.partitions_with_offline_replicas))
     add("selfheal_partitions_sharing_rack", sharing)
+    for b in snapshot.brokers:
+        if b.alive:
+            add("selfheal_broker_follower_fetching", b.follower_fetching,
+                broker=str(b.id), rack=_rack(b.rack))
+    _group_samples(model, add)
     return out
+
+
+def _group_samples(model: ClusterModel, add: Any) -> None:
+    """Each consumer group's members and locality, now and planned. Per-member shares
+    stay out of Prometheus: a label per member id would grow without bound."""
+    from core.locality import locality, planned_locality
+    from core.plan.errors import PlanError
+
+    for group in model.snapshot.consumer_groups:
+        name = group.group
+        add("selfheal_consumer_group_members", len(group.members), group=name)
+        add("selfheal_consumer_group_members_without_rack",
+            sum(1 for m in group.members if m.rack is None), group=name)
+        now = locality(model, group)
+        if now.ratio is not None:
+            add("selfheal_consumer_group_rack_locality_ratio", now.ratio, group=name)
+        try:
+            planned, _strategy = planned_locality(model, group)
+        except PlanError:
+            continue  # a group the planner refuses has no planned figure
+        if planned.ratio is not None:
+            add("selfheal_consumer_group_planned_rack_locality_ratio", planned.ratio,
+                group=name)
 
 
 class PlacementMetrics:

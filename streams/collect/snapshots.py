@@ -119,6 +119,7 @@ class SnapshotCollector:
         except Exception:
             self.close_admin()  # a fresh connection next time
             raise
+        self.add_groups(doc)
         self.cluster_id = self.cluster_id or doc["cluster_id"]
         value = msgspec.json.encode(doc)
         try:
@@ -139,8 +140,23 @@ class SnapshotCollector:
         offline = len(self.view.offline) if self.view else 0
         self.run.log(f"snapshot ({reason}): {len(doc['brokers'])} brokers "
                      f"({len(alive)} alive), {len(doc['partitions'])} partitions, "
-                     f"{offline} offline dirs, {len(value)} bytes, {seconds:.2f} s")
+                     f"{offline} offline dirs, {len(doc.get('consumer_groups', []))} "
+                     f"consumer groups, {len(value)} bytes, {seconds:.2f} s")
         return True
+
+    def add_groups(self, doc: dict[str, Any]) -> None:
+        """Every classic consumer group and the brokers' replica selectors, into ``doc``.
+        A failure here costs the groups of this one snapshot, never the snapshot: the
+        disks and partitions it carries are what the healing loop depends on."""
+        from core.groups import add_groups
+
+        try:
+            add_groups(self.admin(), doc)
+        except Exception as exc:
+            self.run.telemetry.error("consumer_groups")
+            self.run.log(f"WARNING this snapshot has no consumer groups: DescribeGroups/"
+                         f"DescribeConfigs failed ({type(exc).__name__}: {exc}); the next "
+                         "snapshot tries again")
 
     def probe(self, sink: RecordSink) -> bool:
         """Dir errors and membership only; True when they differ from the last look."""

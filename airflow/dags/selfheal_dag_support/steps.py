@@ -99,46 +99,19 @@ def model_of(snap: dict[str, Any]) -> Any:
     return ClusterModel.load(snap["path"])
 
 
-def _field(obj: Any, name: str, default: Any = None) -> Any:
-    return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
-
-
 def read_groups(admin: Any, groups: list[str]) -> list[dict[str, Any]]:
     """Members of each group (their client.rack and topics, KIP-881 subscription v3) in the
     snapshot's `consumer_groups` format; groups with no members are left out."""
-    found = admin.describe_groups(groups)
-    described = found if isinstance(found, dict) else {_field(g, "group_id"): g for g in found}
-    out = []
-    for group in groups:
-        info = described.get(group)
-        members = []
-        for m in _field(info, "members", []) or []:
-            meta = _field(m, "member_metadata") or {}
-            members.append({
-                "member_id": _field(m, "member_id"),
-                "group_instance_id": _field(m, "group_instance_id"),
-                "client_id": _field(m, "client_id") or "",
-                "rack": _field(meta, "rack_id") or None,
-                "topics": sorted(_field(meta, "topics", []) or []),
-            })
-        if members:
-            out.append({"group": group, "members": members})
-    return out
+    from core.groups import read_groups as read
+
+    return read(admin, groups)
 
 
 def current_assignment(admin: Any, group: str) -> dict[str, list[tuple[str, int]]]:
     """What each member of ``group`` consumes now (from DescribeGroups)."""
-    found = admin.describe_groups([group])
-    info = found.get(group) if isinstance(found, dict) else next(iter(found), None)
-    out: dict[str, list[tuple[str, int]]] = {}
-    for m in _field(info, "members", []) or []:
-        assignment = _field(m, "member_assignment") or {}
-        tps = []
-        for item in _field(assignment, "assigned_partitions", []) or []:
-            for p in _field(item, "partitions", []) or []:
-                tps.append((_field(item, "topic"), p))
-        out[_field(m, "member_id")] = tps
-    return out
+    from core.groups import current_assignment as read
+
+    return read(admin, group)
 
 
 # --- plans ----------------------------------------------------------------------------
