@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,20 @@ of [stream]. The checkpoint keeps Kafka offsets and the detector's state, so a r
 proposes nothing twice. Settings: [stream] and [detect] in the config file.
 """
 
+# What Spark takes as a master; anything else it refuses with a Java trace.
+MASTER = re.compile(r"local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]"
+                    r"|spark://[^\s/:]+:\d+(,[^\s/:]+:\d+)*|yarn|k8s://\S+")
+
+
+def _checkpoint_dir(text: str) -> Path:
+    if "://" in text:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is a URI; the checkpoint must be a directory path (the job records "
+            "its owner there with plain file calls). On a cluster, mount shared storage "
+            "(NFS, EFS, ...) at the same path on the driver and every executor and give "
+            "that path")
+    return Path(text)
+
 
 def register(subparsers: Any) -> None:
     """Add `stream` to the `selfheal` parser."""
@@ -23,8 +38,9 @@ def register(subparsers: Any) -> None:
         "stream", help="run the Spark detection job (metrics, log-dir events, snapshots in; "
         "actions out)", description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--checkpoint", type=Path, metavar="DIR",
-                   help="checkpoint dir of the query (default: [stream] checkpoint_dir/detect)")
+    p.add_argument("--checkpoint", type=_checkpoint_dir, metavar="DIR",
+                   help="checkpoint dir of the query (default: [stream] checkpoint_dir/detect);"
+                   " on a cluster, a path the executors see too (a shared mount)")
     p.add_argument("--trigger", type=float, metavar="SECONDS",
                    help="micro-batch interval (default: [stream] trigger_interval_seconds)")
     p.add_argument("--available-now", action="store_true",
@@ -36,8 +52,14 @@ def register(subparsers: Any) -> None:
                    help="port of /metrics, 0 for a free one (default: [stream] "
                    "metrics_http_port)")
     p.add_argument("--master", metavar="URL",
-                   help="Spark master (default: $SELFHEAL_SPARK_MASTER or local[2]; under "
-                   "spark-submit, its own)")
+                   help="Spark master: local[N], spark://HOST:PORT (a standalone cluster), "
+                   "yarn or k8s://URL (default: $SELFHEAL_SPARK_MASTER or local[2]; under "
+                   "spark-submit, its own). On a cluster the executors run this Python "
+                   "($PYSPARK_PYTHON to name another: it needs this package), get 1 core "
+                   "and $SELFHEAL_SPARK_EXECUTOR_MEMORY (768m) each, at most "
+                   "$SELFHEAL_SPARK_CORES_MAX (2) cores, and must reach the driver "
+                   "($SELFHEAL_SPARK_DRIVER_HOST, default 127.0.0.1) and the --checkpoint "
+                   "dir (shared storage when they run on other machines)")
     p.set_defaults(func=_run)
 
 
@@ -53,6 +75,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
         raise CliError(f"--metrics-port must be 0-65535 (0: a free port), got "
                        f"{args.metrics_port}")
+
+    if args.master is not None and not MASTER.fullmatch(args.master):
+        raise CliError(f"--master must be local, local[N], spark://HOST:PORT, yarn or "
+                       f"k8s://URL, got {args.master!r}")
 
     from core.bus import BusError
     from streams.job import JobError, JobOptions, run

@@ -5,11 +5,19 @@ jar paths, as ``--jars`` takes them); a registered jar source (the sandbox regis
 repo-local ``jvm/lib/spark`` folder, the tests' offline copy); else Spark resolves
 `CONNECTOR_PACKAGE` from Maven itself (``spark.jars.packages``), as on a real cluster.
 Under spark-submit the ``--jars``/``--packages`` given there are kept.
+
+On a cluster master (``spark://...``, ``yarn``, ``k8s://...``) the executors get small
+caps (`executor_conf`) and run their Python workers with ``$PYSPARK_PYTHON``, by default
+the driver's own interpreter: right when worker and driver share a machine (the sandbox's
+standalone cluster); on a real cluster set ``PYSPARK_PYTHON`` to a Python that has this
+package installed on every node. ``spark.jars`` with local paths works there too: the
+driver serves them to the executors.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +48,25 @@ def connector_conf() -> dict[str, str]:
     return {"spark.jars.packages": CONNECTOR_PACKAGE}
 
 
+EXECUTOR_MEMORY_ENV = "SELFHEAL_SPARK_EXECUTOR_MEMORY"
+EXECUTOR_CORES_ENV = "SELFHEAL_SPARK_CORES_MAX"
+DRIVER_HOST_ENV = "SELFHEAL_SPARK_DRIVER_HOST"
+
+
+def executor_conf(master: str) -> dict[str, str]:
+    """Caps for the job's executors on a cluster master (none in local mode, where the
+    driver is the executor): one core each, ``$SELFHEAL_SPARK_EXECUTOR_MEMORY`` (768m)
+    of heap, at most ``$SELFHEAL_SPARK_CORES_MAX`` (2) cores in all. The detector holds
+    only what is wrong per cluster; the planners run on the driver."""
+    if master.startswith("local"):
+        return {}
+    return {
+        "spark.executor.memory": os.environ.get(EXECUTOR_MEMORY_ENV, "768m"),
+        "spark.executor.cores": "1",
+        "spark.cores.max": os.environ.get(EXECUTOR_CORES_ENV, "2"),
+    }
+
+
 def session(app_name: str = "kafka-selfheal", master: str | None = None,
             extra_conf: dict[str, str] | None = None) -> Any:
     """Build (or get) the SparkSession with Spark's Kafka source and sink on its classpath.
@@ -49,15 +76,22 @@ def session(app_name: str = "kafka-selfheal", master: str | None = None,
     """
     from pyspark.sql import SparkSession
 
+    master = master or os.environ.get("SELFHEAL_SPARK_MASTER", "local[2]")
+    # The executors' Python workers run what the driver names here (pandas, pyarrow, GX
+    # and this package must be importable there).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings = {
         "spark.app.name": app_name,
-        "spark.master": master or os.environ.get("SELFHEAL_SPARK_MASTER", "local[2]"),
+        "spark.master": master,
         "spark.driver.memory": os.environ.get("SELFHEAL_SPARK_DRIVER_MEMORY", "768m"),
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
+        # Executors connect back to the driver: on a cluster beyond this machine, set
+        # $SELFHEAL_SPARK_DRIVER_HOST to an address of this host they can reach.
+        "spark.driver.host": os.environ.get(DRIVER_HOST_ENV, "127.0.0.1"),
+        "spark.driver.bindAddress": os.environ.get(DRIVER_HOST_ENV, "127.0.0.1"),
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "2",
         "spark.sql.session.timeZone": "UTC",
+        **executor_conf(master),
         **connector_conf(),
         **(extra_conf or {}),
     }

@@ -34,3 +34,37 @@ def test_without_a_bus_it_says_how_to_configure_one(tmp_path):
     assert done.returncode == 1, done.stderr
     assert "no event bus configured" in done.stderr and "selfheal sandbox up" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_master_spark_cannot_parse_is_refused_with_the_forms_it_takes():
+    done = stream("--master", "spark://127.0.0.1")
+    assert done.returncode == 2
+    assert ("--master must be local, local[N], spark://HOST:PORT, yarn or k8s://URL, got "
+            "'spark://127.0.0.1'") in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_help_says_what_executors_on_a_cluster_need():
+    done = stream("--help")
+    for words in ("spark://HOST:PORT", "$PYSPARK_PYTHON", "$SELFHEAL_SPARK_EXECUTOR_MEMORY",
+                  "shared storage"):
+        assert words in " ".join(done.stdout.split()), words
+
+
+def test_executors_on_a_cluster_are_capped_and_local_mode_is_left_alone(monkeypatch):
+    from streams.spark import EXECUTOR_CORES_ENV, EXECUTOR_MEMORY_ENV, executor_conf
+
+    monkeypatch.delenv(EXECUTOR_MEMORY_ENV, raising=False)
+    monkeypatch.delenv(EXECUTOR_CORES_ENV, raising=False)
+    assert executor_conf("local[2]") == {}
+    assert executor_conf("spark://127.0.0.1:7077") == {
+        "spark.executor.memory": "768m", "spark.executor.cores": "1", "spark.cores.max": "2"}
+    monkeypatch.setenv(EXECUTOR_MEMORY_ENV, "2g")
+    assert executor_conf("yarn")["spark.executor.memory"] == "2g"
+
+
+def test_a_checkpoint_uri_is_refused_with_what_to_give_instead():
+    done = stream("--checkpoint", "hdfs://namenode/selfheal/detect")
+    assert done.returncode == 2
+    assert "is a URI; the checkpoint must be a directory path" in done.stderr
+    assert "shared storage" in done.stderr and "Traceback" not in done.stderr
