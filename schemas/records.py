@@ -267,7 +267,14 @@ class ConsumerAssignment(Record):
     strategy: str
     assignment: dict[str, tuple[AssignedPartition, ...]]
     cross_rack: int
+    members: tuple[str, ...] | None = None
     version: int = 1
+
+    def membership(self) -> frozenset[str]:
+        """The member ids the target was planned for: ``members`` when the record carries
+        it, else the assignment's keys (records written before the field existed; the
+        planners list every member there, those given nothing too)."""
+        return frozenset(self.assignment if self.members is None else self.members)
 
 
 # Dead letters carry the raw value; one that big (a rejected snapshot, a poisoned record)

@@ -249,7 +249,10 @@ class Serve:
         record = ConsumerAssignment.from_dict({
             "version": 1, "cluster_id": action.cluster_id, "event_time": clock.text(),
             "group": plan["group"], "strategy": plan.get("strategy", "unspecified"),
-            "assignment": plan["assignment"], "cross_rack": plan["cross_rack"]})
+            "assignment": plan["assignment"], "cross_rack": plan["cross_rack"],
+            # the planners key every member, those given nothing too: the membership the
+            # target was planned for, which the client helper compares with the group's
+            "members": sorted(plan["assignment"])})
         producer.produce(self.config.topic("consumer-assignments"), record.to_json(),
                          key=record.key())
         if producer.flush(15.0):
