@@ -89,6 +89,7 @@ class BackgroundProducer(threading.Thread):
         super().__init__(daemon=True, name=f"producer-{topic}")
         self.state, self.topic, self.interval = state, topic, 1.0 / rate_per_s
         self.acked: list[str] = []
+        self.at: dict[str, tuple[int, int]] = {}  # acknowledged value -> (partition, offset)
         self.errors: list[str] = []
         self.sent = 0
         self._stop_event = threading.Event()
@@ -96,7 +97,9 @@ class BackgroundProducer(threading.Thread):
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
         if err is None:
-            self.acked.append(msg.value().decode())
+            value = msg.value().decode()
+            self.acked.append(value)
+            self.at[value] = (msg.partition(), msg.offset())
         else:
             self.errors.append(str(err))
 
@@ -207,6 +210,9 @@ class BackgroundConsumer(threading.Thread):
         self.state, self.topic = state, topic
         self.values: list[str] = []
         self.errors: list[str] = []
+        # what was read where: partition -> offsets read, so a miss can be told apart
+        # (a hole in what was read, or never fetched that far)
+        self.offsets: dict[int, list[int]] = {}
         self._stop_event = threading.Event()
 
     def run(self) -> None:
@@ -229,6 +235,7 @@ class BackgroundConsumer(threading.Thread):
                 for msg in consumer.consume(num_messages=500, timeout=0.2):
                     if msg.error() is None:
                         self.values.append(msg.value().decode())
+                        self.offsets.setdefault(msg.partition(), []).append(msg.offset())
                     else:
                         self.errors.append(f"{msg.topic()}-{msg.partition()}: {msg.error()}")
         finally:
@@ -249,6 +256,21 @@ class BackgroundConsumer(threading.Thread):
         self.join(timeout=30)
 
 
+def where_missing(producer: BackgroundProducer, consumer: BackgroundConsumer,
+                  missing: set[str], shown: int = 5) -> str:
+    """Where the first ``shown`` missing messages were acknowledged, against what the
+    consumer read of those partitions: the facts that tell a broker's loss from a reader's
+    skip."""
+    lines = []
+    for value in sorted(missing, key=lambda v: producer.at.get(v, (-1, -1)))[:shown]:
+        partition, offset = producer.at.get(value, (-1, -1))
+        read = sorted(consumer.offsets.get(partition, []))
+        span = f"{read[0]}..{read[-1]} ({len(read)} read)" if read else "nothing"
+        lines.append(f"{value} acknowledged at {producer.topic}-{partition}@{offset}; "
+                     f"read there: {span}")
+    return "; ".join(lines)
+
+
 def delivery_problems(producer: BackgroundProducer, consumer: BackgroundConsumer,
                       timeout: float = 60.0) -> list[str]:
     """Stop ``producer`` and check the promise: every acknowledged message read exactly
@@ -258,7 +280,8 @@ def delivery_problems(producer: BackgroundProducer, consumer: BackgroundConsumer
     if not consumer.wait_for(producer.acked, timeout=timeout):
         missing = set(producer.acked) - set(consumer.values)
         problems.append(f"{len(missing)} acknowledged messages not read within {timeout:.0f} s "
-                        f"(e.g. {sorted(missing)[:3]}); consumer errors: {consumer.errors[:5]}")
+                        f"({where_missing(producer, consumer, missing, 3)}); "
+                        f"consumer errors: {consumer.errors[:5]}")
     counts = Counter(consumer.values)
     twice = [v for v in producer.acked if counts[v] > 1]
     if twice:

@@ -111,7 +111,8 @@ def test_log_dir_failure_on_leader_during_runtime(sandbox):
         if not consumer.wait_for(producer.acked, timeout=60):
             missing = set(producer.acked) - set(consumer.values)
             pytest.fail(f"{len(missing)} of {len(producer.acked)} acknowledged messages not "
-                        f"read, e.g. {sorted(missing)[:5]}; consumer errors: "
+                        f"read: {traffic.where_missing(producer, consumer, missing)}; "
+                        f"consumer errors: "
                         f"{consumer.errors[:5]}; {len(consumer.values)} read")
         time.sleep(1)
         consumer.stop()
