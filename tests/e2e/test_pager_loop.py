@@ -25,9 +25,9 @@ import pytest
 from remediation.executor.lifecycle import is_terminal
 from remediation.service.links import LinkSigner
 from sandbox import alertmanager, cluster, loop, prometheus, traffic
+from sandbox.pager_receiver import ROUTING_KEY, PagerReceiver, Received
 from sandbox.state import SandboxState
 from tests.e2e.loop_support import drop_topics, wait_for_batches
-from tests.pager_receiver import ROUTING_KEY, PagerReceiver, Received
 
 pytestmark = pytest.mark.e2e
 

@@ -26,7 +26,7 @@ from remediation.service.approvals import Approvals
 from remediation.service.links import LinkSigner
 from remediation.service.metrics import Counters
 from remediation.service.pager import Pager
-from tests.pager_receiver import ROUTING_KEY, PagerReceiver, pagerduty_problems, slack_problems
+from sandbox.pager_receiver import ROUTING_KEY, PagerReceiver, pagerduty_problems, slack_problems
 from tests.unit.action_records import fix_offline, of_type
 from tests.unit.test_service_alerts import alert, webhook
 

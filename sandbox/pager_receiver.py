@@ -1,5 +1,6 @@
-"""A local HTTP receiver standing in for PagerDuty and Slack: a small threading http.server
-on 127.0.0.1 that checks every request against the public formats and answers as they do.
+"""A local HTTP receiver standing in for PagerDuty and Slack (the pager of `selfheal demo`
+and of the pager tests): a small threading http.server on 127.0.0.1 that checks every
+request against the public formats and answers as they do.
 
 - POST /pagerduty: PagerDuty Events API v2 (https://developer.pagerduty.com/docs/events-api-v2/
   trigger-events/): 202 {"status": "success", ...} for a valid event, 400
