@@ -25,11 +25,11 @@ class Consumer:
     """One real confluent-kafka group member (client.rack when given), polling on a thread."""
 
     def __init__(self, servers: str, group: str, topic: str, client_id: str,
-                 rack: str | None) -> None:
+                 rack: str | None, strategy: str = "range") -> None:
         from confluent_kafka import Consumer as Client
 
         config = {"bootstrap.servers": servers, "group.id": group, "client.id": client_id,
-                  "partition.assignment.strategy": "range", "session.timeout.ms": 10000,
+                  "partition.assignment.strategy": strategy, "session.timeout.ms": 10000,
                   "enable.auto.commit": False}
         if rack is not None:
             config["client.rack"] = rack
