@@ -8,6 +8,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 
 from core.groups import group_record, member_record, read_groups
@@ -18,7 +20,7 @@ from schemas.snapshot_decode import decode_snapshot
 from schemas.snapshot_types import RACK_AWARE_SELECTOR, Assigned
 from streams.collect.placement_metrics import PlacementMetrics
 from tests.unit.plan_snapshots import GIB, broker, doc, model, partition
-from tests.unit.test_plan_snapshot import EXAMPLE, VALIDATOR, agree, mutate
+from tests.unit.test_plan_snapshot import EXAMPLE, VALIDATOR, agree, json_values, mutate, paths
 
 GROUP = {
     "group": "g",
@@ -101,6 +103,39 @@ def test_a_bad_group_field_is_refused_naming_it(path, value, where):
 ])
 def test_the_schema_and_the_loader_agree_on_the_new_fields(document):
     agree(document)
+
+
+GROUP_PATHS = [p for p in paths(with_groups()) if p.startswith("consumer_groups")
+               or p.endswith("replica_selector")]
+
+
+def _changed(path: str, value: Any, delete: bool) -> dict[str, Any]:
+    document = with_groups()
+    parts = path.replace("[", ".").replace("]", "").split(".")
+    node: Any = document
+    for part in parts[:-1]:
+        node = node[int(part)] if part.isdigit() else node[part]
+    last: Any = int(parts[-1]) if parts[-1].isdigit() else parts[-1]
+    if delete:
+        del node[last]
+    else:
+        node[last] = value
+    return document
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(path=st.sampled_from(GROUP_PATHS), value=json_values, delete=st.booleans())
+def test_the_schema_the_walker_and_the_fast_decoder_agree_on_mutated_groups(path, value,
+                                                                           delete):
+    document = _changed(path, value, delete)
+    agree(document)
+    try:
+        walked = snapshot_from_dict(document)
+    except SnapshotError:
+        walked = None
+    fast = decode_snapshot(msgspec.json.encode(document))
+    # The fast path may refuse more (the walker then decides), never accept other things.
+    assert fast is None or fast == walked
 
 
 # --- DescribeGroups -> snapshot groups ---------------------------------------------------
