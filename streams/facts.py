@@ -66,12 +66,17 @@ def group_facts(model: ClusterModel) -> dict[str, GroupFacts]:
     out: dict[str, GroupFacts] = {}
     for group in model.snapshot.consumer_groups:
         now = locality(model, group)
+        unplanned = ""
         try:
             planned, strategy = planned_locality(model, group)
             planned_ratio = planned.ratio
-        except PlanError:
+        except Exception as exc:  # noqa: BLE001 - a planner failure must not cost the
+            # snapshot's other facts (offline dirs, skew): the group is just not judged.
             planned_ratio, strategy = None, strategy_for(group)
+            what = str(exc) if isinstance(exc, PlanError) else f"{type(exc).__name__}: {exc}"
+            unplanned = f"no KIP-881 plan could be made ({what})"
         diagnosis = diagnose(model, group)
+        text = "; ".join(x for x in (diagnosis.text(), unplanned) if x)
         ids = "\n".join(sorted(m.member_id for m in group.members))
         out[group.group] = GroupFacts(
             ratio=None if now.ratio is None else round(now.ratio, 4),
@@ -82,7 +87,7 @@ def group_facts(model: ClusterModel) -> dict[str, GroupFacts]:
             membership=hashlib.sha256(ids.encode()).hexdigest()[:16],
             no_rack=diagnosis.members_without_rack,
             racks=diagnosis.racks,
-            diagnosis=diagnosis.text(),
+            diagnosis=text,
         )
     return out
 

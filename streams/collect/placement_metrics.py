@@ -159,7 +159,6 @@ def _group_samples(model: ClusterModel, add: Any) -> None:
     """Each consumer group's members and locality, now and planned. Per-member shares
     stay out of Prometheus: a label per member id would grow without bound."""
     from core.locality import locality, planned_locality
-    from core.plan.errors import PlanError
 
     for group in model.snapshot.consumer_groups:
         name = group.group
@@ -171,7 +170,7 @@ def _group_samples(model: ClusterModel, add: Any) -> None:
             add("selfheal_consumer_group_rack_locality_ratio", now.ratio, group=name)
         try:
             planned, _strategy = planned_locality(model, group)
-        except PlanError:
+        except Exception:  # noqa: BLE001 - PlanError or a planner bug: never the gauges
             continue  # a group the planner refuses has no planned figure
         if planned.ratio is not None:
             add("selfheal_consumer_group_planned_rack_locality_ratio", planned.ratio,

@@ -184,3 +184,22 @@ def test_a_rackless_member_page_is_a_page_operator_action_with_the_message():
     (page,) = Proposer(lambda r, c: b"").actions(decision, created_at="2026-11-25T10:00:00Z")
     assert page.type == PAGE and page.plan["message"] == message
     assert page.plan["brokers"] == [] and page.plan["log_dirs"] == []
+
+
+def test_a_planner_failure_leaves_the_group_unjudged_and_the_other_facts_intact(monkeypatch):
+    import core.locality
+    from schemas.snapshot import snapshot_from_dict
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(core.locality, "plan_consumers", broken)
+    f = snapshot_facts(snapshot_from_dict(_snapshot()))
+    g = f.groups["g"]
+    assert g.planned is None and g.ratio == 0.0
+    assert "no KIP-881 plan could be made (RuntimeError: boom)" in g.diagnosis
+    assert f.alive == {0: True, 1: True, 2: True}
+    run = Run(SETTINGS)
+    assert run.batch(SnapshotSeen(T0, seen(T0).ref, f)) == []
+    later = SnapshotSeen(T0 + WINDOW, seen(T0 + WINDOW).ref, f)
+    assert [d.type for d in run.batch(later)] == [PAGE]  # the rackless member, not a plan
