@@ -1,11 +1,14 @@
-"""Min-cost flow for the consumer planner's small class graphs (a few hundred nodes):
-members of a rack class to partitions of a replica-rack class, cost 1 across racks."""
+"""Min-cost flow for the consumer planner's class graphs (partition classes to member
+classes; a few hundred to a few thousand nodes)."""
 
 from __future__ import annotations
 
+from collections import deque
+
 
 class MinCostFlow:
-    """Successive shortest paths (Bellman-Ford) for the small class graphs above."""
+    """Successive shortest paths; each path found with a queue-based Bellman-Ford (SPFA),
+    since residual edges carry negative costs."""
 
     def __init__(self, nodes: int) -> None:
         self.graph: list[list[int]] = [[] for _ in range(nodes)]
@@ -13,6 +16,11 @@ class MinCostFlow:
         self.cap: list[int] = []
         self.cost: list[int] = []
         self.initial: list[int] = []
+
+    def node(self) -> int:
+        """A new node's index."""
+        self.graph.append([])
+        return len(self.graph) - 1
 
     def add(self, a: int, b: int, cap: int, cost: int) -> int:
         e = len(self.to)
@@ -27,35 +35,43 @@ class MinCostFlow:
     def used(self, edge: int) -> int:
         return self.initial[edge] - self.cap[edge]
 
-    def run(self, source: int, sink: int) -> None:
+    def augment(self, source: int, sink: int) -> list[int]:
+        """Push flow along one cheapest source-sink path; its edges (empty: no path)."""
         n = len(self.graph)
-        while True:
-            dist: list[int | None] = [None] * n
-            back: list[int] = [-1] * n
-            dist[source] = 0
-            changed = True
-            while changed:
-                changed = False
-                for u in range(n):
-                    du = dist[u]
-                    if du is None:
-                        continue
-                    for e in self.graph[u]:
-                        if self.cap[e] > 0:
-                            v = self.to[e]
-                            dv = dist[v]
-                            if dv is None or du + self.cost[e] < dv:
-                                dist[v] = du + self.cost[e]
-                                back[v] = e
-                                changed = True
-            if dist[sink] is None:
-                return
-            path: list[int] = []
-            v = sink
-            while v != source:
-                path.append(back[v])
-                v = self.to[back[v] ^ 1]
-            push = min(self.cap[e] for e in path)
-            for e in path:
-                self.cap[e] -= push
-                self.cap[e ^ 1] += push
+        graph, to, cap, cost = self.graph, self.to, self.cap, self.cost
+        dist: list[int | None] = [None] * n
+        back = [-1] * n
+        queued = [False] * n
+        dist[source] = 0
+        queue = deque([source])
+        while queue:
+            u = queue.popleft()
+            queued[u] = False
+            du = dist[u]
+            assert du is not None
+            for e in graph[u]:
+                if cap[e] > 0:
+                    v = to[e]
+                    dv = dist[v]
+                    if dv is None or du + cost[e] < dv:
+                        dist[v] = du + cost[e]
+                        back[v] = e
+                        if not queued[v]:
+                            queued[v] = True
+                            queue.append(v)
+        if dist[sink] is None:
+            return []
+        path: list[int] = []
+        v = sink
+        while v != source:
+            path.append(back[v])
+            v = to[back[v] ^ 1]
+        push = min(cap[e] for e in path)
+        for e in path:
+            cap[e] -= push
+            cap[e ^ 1] += push
+        return path
+
+    def run(self, source: int, sink: int) -> None:
+        while self.augment(source, sink):
+            pass
