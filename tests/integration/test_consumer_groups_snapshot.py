@@ -4,6 +4,7 @@ assignor, and the brokers' replica selectors; locality is measured on that snaps
 
 from __future__ import annotations
 
+import re
 import threading
 import uuid
 
@@ -79,7 +80,9 @@ def test_a_real_group_appears_in_the_snapshot_with_its_members_racks_and_assignm
                 Collector(sandbox, ["snapshots", "--once"]) as once:
             assert once.proc.wait(timeout=180) == 0, once.text()
             snapshot, found = reader.wait_for(group_in, what=f"snapshot with group {group}")
-        assert "consumer groups" in once.text()
+        assert re.search(r"partitions, \d+ offline dirs, [1-9]\d* consumer groups",
+                         once.text()), once.text()
+        assert "WARNING" not in once.text(), once.text()
     finally:
         for m in members:
             m.stop()
