@@ -1,10 +1,12 @@
 """`selfheal demo`: the whole self-healing loop on the sandbox, told as a story.
 
 A sandbox cluster with traffic; the collectors, the Spark job and `selfheal serve` running
-as real processes (`sandbox.loop`); a disk breaks under a partition leader; the fault is
-detected, a fix proposed, its one-click approval link "clicked", the replicas moved; and
-the promise checked at the end: no partition offline, every acknowledged message read
-exactly once. Each step prints when it happened, counted from the fault.
+as real processes (`sandbox.loop`), with Prometheus (the project's alert rules),
+Alertmanager and a local pager standing in for PagerDuty and Slack; a disk breaks under a
+partition leader; the fault is detected, a fix proposed, the alert fires and pages with the
+fix's one-click approval link, the link is "clicked", the replicas moved; and the promise
+checked at the end: no partition offline, every acknowledged message read exactly once.
+Each step prints when it happened, counted from the fault; the end says where to look.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import CliError
+
+REPO = Path(__file__).resolve().parents[1]
 
 TOPIC = "demo-orders"
 POLICY = """\
@@ -107,10 +111,49 @@ def _wait(check: Any, what: str, timeout: float, the_loop: Any) -> Any:
         time.sleep(0.3)
 
 
+def _fix_page(receiver: Any, fix_id: str) -> Any:
+    """The PagerDuty trigger that carries the fix's approval link, once it came."""
+    for r in receiver.accepted("pagerduty"):
+        details = r.body.get("payload", {}).get("custom_details", {})
+        if r.body.get("event_action") == "trigger" and r.body.get("links") \
+                and details.get("action_id") == fix_id:
+            return r
+    return None
+
+
+def _where_to_look(report_dir: Path, alerts: list[dict[str, Any]], page: Any,
+                   receiver: Any, t0_wall: float) -> None:
+    """The alert that fired, the page the pager got, the dashboards: printed and kept."""
+    (report_dir / "alerts.json").write_text(json.dumps(alerts, indent=2))
+    (report_dir / "pages.json").write_text(json.dumps(
+        [{"channel": r.channel, "received_at": r.at, "body": r.body}
+         for r in receiver.accepted()], indent=2))
+    _say("\n== where to look")
+    for a in alerts:
+        labels = ", ".join(f'{k}="{v}"' for k, v in sorted(a["labels"].items())
+                           if k in ("broker", "log_dir", "cluster", "severity"))
+        _say(f"   the alert that fired in Prometheus: {a['labels']['alertname']}{{{labels}}}"
+             f"\n     {a.get('annotations', {}).get('summary', '')}"
+             f"\n     runbook: {a.get('annotations', {}).get('runbook_url', '-')}")
+    body = page.body
+    _say(f"   the page the pager received (+{page.at - t0_wall:.1f} s after the fault), "
+         f"PagerDuty Events API v2:\n     \"{body['payload']['summary']}\" "
+         f"(severity {body['payload']['severity']}, dedup_key {body['dedup_key'][:16]}...)"
+         f"\n     its link: {body['links'][0]['href']}")
+    slack = len(receiver.accepted("slack"))
+    _say(f"   and {slack} Slack message(s) with the same link as a button; every page "
+         f"received: {report_dir / 'pages.json'}, the alerts: {report_dir / 'alerts.json'}")
+    boards = sorted((REPO / "dashboards" / "json").glob("*.json"))
+    _say(f"   the dashboards ({len(boards)}), for Grafana (provisioning files in "
+         f"dashboards/provisioning/): "
+         + ", ".join(str(b.relative_to(REPO)) for b in boards))
+
+
 def run(args: argparse.Namespace) -> int:
     from remediation.executor.lifecycle import is_terminal
-    from sandbox import cluster, loop, traffic
+    from sandbox import alertmanager, cluster, loop, prometheus, traffic
     from sandbox.cli import quiet_kafka_python
+    from sandbox.pager_receiver import ROUTING_KEY, PagerReceiver
 
     quiet_kafka_python()
 
@@ -122,8 +165,10 @@ def run(args: argparse.Namespace) -> int:
         state = cluster.up(args.work_dir, mode=args.mode, progress=progress)
     except cluster.SandboxError as exc:
         raise CliError(str(exc), code=1) from None
-    the_loop = producer = consumer = None
+    the_loop = producer = consumer = am = prom = None
     loop_dir = Path(tempfile.mkdtemp(prefix="selfheal-demo-loop-"))
+    report_dir = Path(tempfile.mkdtemp(prefix="selfheal-demo-report-"))
+    receiver = PagerReceiver().start()
     healthy = False
     try:
         _say(f"\n== 2. topic {TOPIC} (6 partitions, RF 2), an acks=all idempotent producer "
@@ -139,8 +184,11 @@ def run(args: argparse.Namespace) -> int:
         (loop_dir / "policy.toml").write_text(POLICY)
         names = [n for n in loop.PIECES if not (n == "collect-zk" and args.mode == "kraft")]
         started = time.monotonic()
+        pager = {"pagerduty_url": receiver.pagerduty_url, "pagerduty_routing_key": ROUTING_KEY,
+                 "slack_webhook_url": receiver.slack_url}
         the_loop = loop.start(state, loop_dir, names=names,
-                              overrides={"detect": {"leader_window_seconds": 86400.0}},
+                              overrides={"detect": {"leader_window_seconds": 86400.0},
+                                         "pager": pager},
                               policy=str(loop_dir / "policy.toml"))
         api = _Api(the_loop.serve_url, the_loop.api_token)
         _wait(lambda: "[stream] batch" in the_loop.pieces["stream"].log_tail(200),
@@ -148,6 +196,17 @@ def run(args: argparse.Namespace) -> int:
         _wait(api.ready, "serve holding the executor lock", 60, the_loop)
         _say(f"   running after {time.monotonic() - started:.0f} s; serve at "
              f"{the_loop.serve_url} (logs in {loop_dir / 'logs'})")
+        try:
+            am = alertmanager.start(loop_dir / "alertmanager", the_loop.serve_url.replace(
+                "http://", f"http://selfheal:{the_loop.api_token}@") + "/alertmanager")
+            prom = prometheus.start(state, alertmanager_url=am.url,
+                                    targets=prometheus.loop_targets(the_loop.config))
+        except (alertmanager.AlertmanagerError, prometheus.PrometheusError) as exc:
+            raise CliError(f"{exc} (`make deps` installs Debian's prometheus and "
+                           "prometheus-alertmanager)", code=1) from None
+        _say(f"   Prometheus at {prom.url} (the project's alert rules), Alertmanager at "
+             f"{am.url} (paging serve), a local pager (PagerDuty and Slack formats) at "
+             f"http://127.0.0.1:{receiver.port}")
         events = traffic.TopicTail(state, the_loop.topic("logdir-events"))
         time.sleep(3)
 
@@ -157,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
         dir_path = traffic.log_dir_of(state, TOPIC, 0, victim)
         _say(f"\n== 5. break the disk under partition 0's leader: broker {victim}, {dir_path}")
         cluster.fail_disk(state, victim, dir_path, progress=progress)
-        t0 = time.monotonic()
+        t0, t0_wall = time.monotonic(), time.time()
 
         def at() -> str:
             return f"[+{time.monotonic() - t0:5.1f} s]"
@@ -180,11 +239,18 @@ def run(args: argparse.Namespace) -> int:
         for other in api.get("/actions")["actions"]:
             if other["type"] == "page_operator":
                 _say(f"{at()} paged: {api.get('/actions/' + other['id']).get('reason', '')}")
-        shown = _wait(lambda: (a := api.get(f"/actions/{action['id']}")).get("approval_url")
-                      and a["state"] == "awaiting_approval" and a,
-                      "approval link", 30, the_loop)
-        link = shown["approval_url"]
-        _say(f"{at()} waiting for approval; the pager link is\n           {link}")
+        fired = _wait(lambda: [a for a in prom.alerts()
+                               if a["labels"]["alertname"] == "KafkaLogDirOffline"
+                               and a["labels"].get("broker") == str(victim)
+                               and a["state"] == "firing"],
+                      "KafkaLogDirOffline firing in Prometheus", 120, the_loop)
+        _say(f"{at()} alert: KafkaLogDirOffline firing in Prometheus (from broker "
+             f"{victim}'s exporter), on to Alertmanager and serve's webhook")
+        page = _wait(lambda: _fix_page(receiver, action["id"]),
+                     "page carrying the fix's link", 120, the_loop)
+        link = page.body["links"][0]["href"]
+        _say(f"{at()} paged (PagerDuty and Slack): \"{page.body['payload']['summary']}\"; "
+             f"the link in the page is\n           {link}")
         if args.approve_by_hand:
             _say("           open it in a browser and press the button (waiting up to 10 min)")
             _wait(lambda: api.get(f"/actions/{action['id']}")["state"] != "awaiting_approval",
@@ -222,10 +288,16 @@ def run(args: argparse.Namespace) -> int:
              f"{sum(len(p['offline_replicas']) for p in traffic.partitions(state, TOPIC))}")
         _say("   the failed disk itself still needs a person: replace it, then "
              "`selfheal sandbox heal-disk` restarts the broker with an empty dir")
+        _where_to_look(report_dir, fired, page, receiver, t0_wall)
         if state_seen != "succeeded" or problems:
             raise CliError(f"the fix ended {state_seen}; see {loop_dir / 'logs'}", code=1)
         healthy = True
     finally:
+        if prom is not None:
+            prom.stop()
+        if am is not None:
+            am.stop()
+        receiver.stop()
         if producer is not None:
             producer.stop()
         if consumer is not None:
