@@ -124,26 +124,31 @@ def current_assignment(admin: Any, group: str) -> dict[str, list[tuple[str, int]
     return out
 
 
-def read_replica_selectors(admin: Any, brokers: Iterable[int]) -> dict[int, str | None]:
-    """Broker -> its `replica.selector.class` (None: not set, consumers read from
-    leaders); brokers that do not answer are left out."""
+def read_broker_config(admin: Any, brokers: Iterable[int], name: str) -> dict[int, str | None]:
+    """Broker -> the value of its config ``name`` (None: not set); brokers that do not
+    answer are left out."""
     from kafka.admin import ConfigResource, ConfigResourceType
 
     out: dict[int, str | None] = {}
     for broker in brokers:
         try:
             reply = admin.describe_configs(
-                [ConfigResource(ConfigResourceType.BROKER, str(broker),
-                                configs={SELECTOR_CONFIG: None})],
+                [ConfigResource(ConfigResourceType.BROKER, str(broker), configs={name: None})],
                 config_filter="all")
         except Exception:
             continue  # down or unreachable: the snapshot says it is not alive anyway
         configs = (reply.get("broker", {}) if isinstance(reply, dict) else {}).get(
             str(broker), {})
-        entry = configs.get(SELECTOR_CONFIG)
+        entry = configs.get(name)
         value = _field(entry, "value") if entry is not None else None
         out[broker] = value or None
     return out
+
+
+def read_replica_selectors(admin: Any, brokers: Iterable[int]) -> dict[int, str | None]:
+    """Broker -> its `replica.selector.class` (None: not set, consumers read from
+    leaders); brokers that do not answer are left out."""
+    return read_broker_config(admin, brokers, SELECTOR_CONFIG)
 
 
 def add_groups(admin: Any, doc: dict[str, Any]) -> None:

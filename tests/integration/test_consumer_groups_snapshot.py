@@ -117,7 +117,12 @@ def _held(group: ConsumerGroup) -> dict[str, list[int]]:
 
 def test_the_groups_the_collector_reads_match_describe_groups(sandbox):
     """The reader the DAG and the collector share, on a group it is asked for by name."""
-    from core.groups import current_assignment, read_groups
+    from core.groups import (
+        current_assignment,
+        read_broker_config,
+        read_groups,
+        read_replica_selectors,
+    )
 
     topic = placed_topic(sandbox, "groups-read", {0: [0, 1], 1: [1, 2]})
     group = f"groups-read-{uuid.uuid4().hex[:6]}"
@@ -129,6 +134,13 @@ def test_the_groups_the_collector_reads_match_describe_groups(sandbox):
             now = current_assignment(admin, group)
     finally:
         member.stop()
+    with kafka_admin(sandbox) as admin:
+        # Every broker answers DescribeConfigs: the selector is unset on the sandbox, and
+        # the same read returns a config that is set (broker.rack).
+        selectors = read_replica_selectors(admin, [b.node_id for b in sandbox.brokers])
+        racks = read_broker_config(admin, [b.node_id for b in sandbox.brokers], "broker.rack")
+    assert selectors == {b.node_id: None for b in sandbox.brokers}
+    assert racks == {b.node_id: b.rack for b in sandbox.brokers}
     (m,) = record["members"]
     assert (m["client_id"], m["rack"], m["topics"]) == ("solo", "rack1", [topic])
     assert m["assignment"] == [{"topic": topic, "partitions": [0, 1]}]
