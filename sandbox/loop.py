@@ -15,7 +15,7 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +102,9 @@ class Piece:
 
     @property
     def marker(self) -> str:
-        return " ".join(self.argv[-3:])  # "--config <path> <sub-command...>" is unique per loop
+        # "--config <path> <sub-command...>" is unique per loop (options may follow it)
+        at = self.argv.index("--config")
+        return " ".join(self.argv[at:at + 2 + len(PIECES[self.name])])
 
     def running(self) -> bool:
         return processes.is_running(self.pid, self.marker)
@@ -163,8 +165,10 @@ class Loop:
 
 def prepare(state: SandboxState, work_dir: Path, names: Iterable[str] = tuple(PIECES),
             overrides: Mapping[str, Mapping[str, Any]] | None = None,
-            policy: str | None = None) -> Loop:
-    """Write the loop's configuration under ``work_dir``; start nothing yet."""
+            policy: str | None = None,
+            args: Mapping[str, Sequence[str]] | None = None) -> Loop:
+    """Write the loop's configuration under ``work_dir``; start nothing yet. ``args``
+    adds options to a piece's command (``{"stream": ["--master", url]}``)."""
     work_dir.mkdir(parents=True, exist_ok=True)
     config = loop_config(state, work_dir, overrides, policy)
     top = config.pop("", {})
@@ -173,16 +177,17 @@ def prepare(state: SandboxState, work_dir: Path, names: Iterable[str] = tuple(PI
     pieces = {}
     for name in names:
         argv = [sys.executable, "-m", "selfheal.cli", "--config", str(config_path),
-                *PIECES[name]]
+                *PIECES[name], *(args or {}).get(name, ())]
         pieces[name] = Piece(name, argv, work_dir / "logs" / f"{name}.log")
     return Loop(work_dir, config_path, config, pieces)
 
 
 def start(state: SandboxState, work_dir: Path, names: Iterable[str] = tuple(PIECES),
           overrides: Mapping[str, Mapping[str, Any]] | None = None,
-          policy: str | None = None, settle: float = 1.0) -> Loop:
+          policy: str | None = None, settle: float = 1.0,
+          args: Mapping[str, Sequence[str]] | None = None) -> Loop:
     """Prepare and start the named pieces; raise LoopError if one dies at once."""
-    loop = prepare(state, work_dir, names, overrides, policy)
+    loop = prepare(state, work_dir, names, overrides, policy, args)
     for name in loop.pieces:
         loop.start(name)
     time.sleep(settle)
