@@ -46,6 +46,11 @@ _CONNECTION = ("bootstrap.servers", "security.", "sasl.", "ssl.", "socket.", "cl
                "broker.address.family", "logger")
 
 
+# No description of the group yet (or only one from an earlier generation).
+_UNKNOWN: tuple[float, int, frozenset[str] | None, frozenset[str], bool] = \
+    (0.0, -1, None, frozenset(), False)
+
+
 class ConfigError(ValueError):
     """A consumer setting the helper cannot work with; the message names the fix."""
 
@@ -117,7 +122,7 @@ class RackAwareConsumer:
         self._hold_back: dict[tuple[TP, str], float] = {}
         self._partitions: list[TP] = []
         self._members: tuple[float, int, frozenset[str] | None, frozenset[str], bool] = \
-            (0.0, -1, None, frozenset(), False)
+            _UNKNOWN
         self._next_check = self._next_commit = 0.0
         self.view = TargetView({}, False, "not in the group yet")
         self.reading: frozenset[TP] = frozenset()  # for callers on other threads
@@ -137,12 +142,20 @@ class RackAwareConsumer:
         return self._owned
 
     def poll(self, timeout: float = 1.0) -> Any:
+        from confluent_kafka import KafkaException
+
         """The next message (or None, or an error event), as `Consumer.poll`; switches
         between the group's and the target's partitions happen here, between messages."""
         now = time.monotonic()
         if self._generation is not None and now >= self._next_check:
             self._next_check = now + self._check_seconds
-            self._reconcile()
+            try:
+                self._reconcile()
+            except KafkaException as exc:
+                # Nothing moved (assign() is the first change and commits that fail stay
+                # owed): the group's coordinator is slow or moving; look again next time.
+                log.warning("group %s: could not check the target (%s); reading %d "
+                            "partitions as before", self.group, exc, len(self._pos))
         if self._generation is not None and now >= self._next_commit and self._pos:
             self._next_commit = now + self._commit_seconds
             self._commit(self._positions())
@@ -178,16 +191,20 @@ class RackAwareConsumer:
     # --- rebalances -----------------------------------------------------------------------
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
-        self._generation = generation_of(consumer.consumer_group_metadata())
+        generation = generation_of(consumer.consumer_group_metadata())
         self._owned = frozenset((p.topic, p.partition) for p in partitions)
         self._lent.clear()
         self._hold_back.clear()
+        # A description from before this generation may list a member that has left:
+        # lending to it would leave the partition unread until the next rebalance.
+        self._members = _UNKNOWN
         self._partitions = self._subscribed_partitions()
-        committed = self._committed(sorted(self._owned))
+        committed = self._committed(sorted(self._owned), attempts=3)
         starts = {tp: self._start(tp, committed.get(tp, (-1, None))[0]) for tp in self._owned}
         self._assign(starts, {tp: "" for tp in self._owned})
+        self._generation = generation
         self._next_check = 0.0
-        log.info("group %s generation %d: owns %d partitions", self.group, self._generation,
+        log.info("group %s generation %d: owns %d partitions", self.group, generation,
                  len(self._owned))
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
@@ -209,6 +226,7 @@ class RackAwareConsumer:
         self._generation = None
         self._owned = frozenset()
         self._pos, self._meta, self._pending = {}, {}, {}
+        self._members = _UNKNOWN
         self.reading = frozenset()
         self.view = TargetView({}, False, "rebalancing")
 
@@ -302,13 +320,21 @@ class RackAwareConsumer:
             if not self._pending:
                 return
 
-    def _committed(self, tps: Sequence[TP]) -> dict[TP, tuple[int, str | None]]:
-        from confluent_kafka import TopicPartition
+    def _committed(self, tps: Sequence[TP], attempts: int = 1
+                   ) -> dict[TP, tuple[int, str | None]]:
+        from confluent_kafka import KafkaException, TopicPartition
 
         if not tps:
             return {}
-        found = self._consumer.committed([TopicPartition(t, p) for t, p in tps],
-                                         timeout=self._timeout)
+        for attempt in range(attempts):
+            try:
+                found = self._consumer.committed([TopicPartition(t, p) for t, p in tps],
+                                                 timeout=self._timeout)
+                break
+            except KafkaException:
+                if attempt + 1 == attempts:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
         return {(tp.topic, tp.partition): (tp.offset, tp.metadata) for tp in found
                 if tp.error is None}
 
