@@ -1,4 +1,5 @@
-"""The HTTP side of `selfheal serve`: web pages, one-click approval, JSON API, webhook, metrics.
+"""The HTTP side of `selfheal serve` (FastAPI on uvicorn): pages, one-click approval, JSON
+API, webhook, metrics, and the OpenAPI description of all of it at /openapi.json.
 
 Routes:
 
@@ -8,7 +9,9 @@ Routes:
     POST /approve                   its confirm button (form: token, csrf)
     GET  /metrics                   Prometheus text
     GET  /healthz                   {"role": "leader" | "standby", "holder": ...}
+    GET  /openapi.json              this API described (OpenAPI 3.1)
     GET  /api/actions[?state=...]   list (bearer token)
+    POST /api/actions               a signed action record, onto the actions topic
     GET  /api/actions/<id>          show, with audit, alerts and a fresh approval link
     POST /api/actions/<id>/approve | reject | cancel   {"actor": "...", "reason": "..."}
     POST /alertmanager              Alertmanager webhook, payload version 4 (also at
@@ -23,47 +26,58 @@ The pages are read-only; nothing changes without the link's token (approval page
 API token. The confirm POST carries a CSRF token bound to the link, and a cross-site
 POST (Origin or Sec-Fetch-Site saying so) is refused before anything is read.
 
-Abuse: requests are read whole by one selector thread before a handler thread sees them
-(remediation/service/guard.py: deadlines, 408, 431, 503 when too busy), so slow clients
-and floods of connections hold no handler; malformed framing (a bad request line,
-headers over MAX_HEADER_BYTES, a Content-Length that is not one number or that the body
-never reaches, a chunked body) is answered 4xx and the connection closed.
+Bodies (Content-Length or chunked) are read as raw bytes with a size limit and a deadline
+while they stream in, and decoded by `schemas/wire.py` only: FastAPI never parses a body
+itself. The server's limits
+(connections, timeouts, head size) are in `remediation/service/server.py`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hmac
 import json
 import re
-import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from remediation.executor.actions import stored_action
 from remediation.executor.lifecycle import State
 from remediation.executor.store import ActionRow, ActionStore
 from remediation.service import metrics, pages
+from remediation.service import openapi as doc
 from remediation.service.alerts import AlertPayloadError, parse_webhook, receive, stored_alert
 from remediation.service.approvals import Approvals, NotAllowed
-from remediation.service.guard import MAX_BODY, MAX_OPEN, GuardedServer, WholeRequestMixin
 from remediation.service.links import LinkRefused
+from remediation.service.server import Limits, ServiceServer
 from schemas import wire
 from schemas.registry import RecordError
 
-MAX_HEADER_BYTES = 64 << 10
 _ID = re.compile(r"[0-9a-f]{64}")
 _ACTOR = re.compile(r"[\w .@+-]{1,100}")
 HTML = "text/html; charset=utf-8"
+MAX_HEADERS = 100
+_SAFE_HEADERS = [
+    (b"cache-control", b"no-store"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),  # no clickjacking of the confirm button
+    (b"referrer-policy", b"no-referrer"),
+]
 
 
 @dataclass
 class Service:
-    """What the handler needs; one per process, shared by the handler threads."""
+    """What the routes need; one per process."""
 
     store: ActionStore
     approvals: Approvals
@@ -79,198 +93,242 @@ class Service:
         parts = urlsplit(self.approvals.base_url)
         return f"{parts.scheme}://{parts.netloc}"
 
+    def count(self, route: str, code: str) -> None:
+        self.counters.inc("selfheal_http_requests_total", route=route, code=code)
 
-class _Reply(Exception):
-    """Ends a request with this status and body."""
+
+class Reply(Exception):
+    """Ends a request with this status and body; `close` ends the connection too (the
+    body was not read, or not wholly)."""
 
     def __init__(self, status: int, body: str | bytes | dict[str, Any],
-                 content_type: str = "application/json") -> None:
+                 content_type: str = "application/json", close: bool = False) -> None:
         super().__init__(status)
         self.status = status
         self.body = body
         self.content_type = content_type
+        self.close = close
 
-
-def _error(status: int, message: str) -> _Reply:
-    return _Reply(status, {"error": message})
-
-
-class Handler(WholeRequestMixin, BaseHTTPRequestHandler):
-    server: ServiceServer
-    protocol_version = "HTTP/1.1"
-    server_version = "selfheal"
-    # A request line without a version is not answered the HTTP/0.9 way (a bare body):
-    # every refusal carries a status line a client can read.
-    default_request_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # /metrics counts requests; access logs would repeat link tokens
-
-    # --- plumbing -----------------------------------------------------------------------
-
-    def send_error(self, code: int, message: str | None = None,
-                   explain: str | None = None) -> None:
-        # http.server's own refusals (bad request line, headers too long or too many,
-        # a version it cannot speak): the framing is broken, so is the connection.
-        self.close_connection = True
-        super().send_error(code, message, explain)
-
-    def do_GET(self) -> None:
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:
-        self._dispatch("POST")
-
-    def _dispatch(self, method: str) -> None:
-        path = urlsplit(self.path).path
-        route = "other"
-        try:
-            self._framing()
-            route, reply = self._route(method, path)
-            raise reply
-        except _Reply as r:
-            self._send(r)
-            self.server.service.counters.inc("selfheal_http_requests_total", route=route,
-                                             code=str(r.status))
-        except Exception as exc:  # a bug must not kill the thread or leak a traceback
-            self._send(_error(500, f"internal error: {type(exc).__name__}: {exc}"))
-            self.server.service.counters.inc("selfheal_http_requests_total", route=route,
-                                             code="500")
-
-    def _framing(self) -> None:
-        """Refuse what this server does not frame: the connection ends after the reply."""
-        size = sum(len(k) + len(v) + 4 for k, v in self.headers.items())
-        if size > MAX_HEADER_BYTES:
-            self.close_connection = True
-            raise _error(431, f"request headers over {MAX_HEADER_BYTES} bytes")
-        lengths = set(self.headers.get_all("Content-Length") or ())
-        if len(lengths) > 1:
-            self.close_connection = True
-            raise _error(400, "more than one Content-Length")
-        if lengths and not next(iter(lengths)).strip().isdigit():
-            self.close_connection = True  # where the body ends is unknown
-            raise _error(400, "Content-Length is not a number of bytes")
-        if self.headers.get("Transfer-Encoding"):
-            self.close_connection = True
-            raise _error(501 if not lengths else 400,
-                         "Transfer-Encoding is not accepted: send the body with a "
-                         "Content-Length")
-
-    def _send(self, r: _Reply) -> None:
-        if isinstance(r.body, dict):
-            data = json.dumps(r.body, indent=1, sort_keys=True).encode()
+    def response(self) -> Response:
+        if isinstance(self.body, dict):
+            data = json.dumps(self.body, indent=1, sort_keys=True).encode()
         else:
-            data = r.body.encode() if isinstance(r.body, str) else r.body
-        self.send_response(r.status)
-        self.send_header("Content-Type", r.content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("X-Frame-Options", "DENY")  # no clickjacking of the confirm button
-        self.send_header("Referrer-Policy", "no-referrer")
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(data)
+            data = self.body.encode() if isinstance(self.body, str) else self.body
+        headers = {"Connection": "close"} if self.close else None
+        return Response(data, self.status, headers=headers, media_type=self.content_type)
 
-    def _body(self) -> bytes:
+
+def error(status: int, message: str, close: bool = False) -> Reply:
+    return Reply(status, {"error": message}, close=close)
+
+
+async def read_body(request: Request, limits: Limits) -> bytes:
+    """The whole body, refused (413) as soon as it passes the limit and (408) when it does
+    not arrive within the deadline; either way the connection closes after the reply."""
+    announced = request.headers.get("content-length")
+    if announced is not None and announced.isdigit() and int(announced) > limits.max_body_bytes:
+        raise error(413, f"request body over {limits.max_body_bytes} bytes", close=True)
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(limits.body_seconds):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limits.max_body_bytes:
+                    raise error(413, f"request body over {limits.max_body_bytes} bytes",
+                                close=True)
+                chunks.append(chunk)
+    except TimeoutError:
+        raise error(408, "the request did not arrive in time", close=True) from None
+    except ClientDisconnect:
+        raise error(400, f"the client left after {size} bytes of its body",
+                    close=True) from None
+    return b"".join(chunks)
+
+
+def _json(raw: bytes, limits: Limits) -> dict[str, Any]:
+    if not raw:
+        return {}
+    try:
+        body = wire.decode("http-body", raw, limits.max_body_bytes)
+    except RecordError as exc:
+        raise error(400, f"body: {exc.problem}") from None
+    if not isinstance(body, dict):
+        raise error(400, "body must be a JSON object, e.g. {\"actor\": \"alice\"}")
+    return body
+
+
+def _auth(svc: Service, request: Request) -> None:
+    given = request.headers.get("authorization", "")
+    if given.startswith("Bearer "):
+        token = given.removeprefix("Bearer ").strip().encode()
+    elif given.startswith("Basic "):
         try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            self.close_connection = True  # where the body ends is unknown
-            raise _error(400, "Content-Length is not a number") from None
-        if length < 0:
-            self.close_connection = True
-            raise _error(400, f"Content-Length is negative ({length})")
-        if length > MAX_BODY:
-            self.close_connection = True  # the body stays unread: this connection is done
-            raise _error(413, f"request body over {MAX_BODY} bytes")
-        if length == 0:
-            return b""
-        data = self.rfile.read(length)  # read whole before this thread got it
-        if len(data) < length:  # the client closed its side early
-            self.close_connection = True
-            raise _error(400, f"the body ended after {len(data)} of the {length} bytes "
-                              "its Content-Length announced")
-        return bytes(data)
+            token = base64.b64decode(given.removeprefix("Basic ").strip(),
+                                     validate=True).partition(b":")[2]
+        except (ValueError, binascii.Error):
+            raise error(400, "malformed basic auth header") from None
+    else:
+        raise error(401, "missing API token: send 'Authorization: Bearer <api token>' "
+                         "([serve] api_token)")
+    if not hmac.compare_digest(token, svc.api_token.encode()):
+        raise error(403, "wrong API token")
 
-    def _json(self) -> dict[str, Any]:
-        raw = self._body()
-        if not raw:
-            return {}
+
+def _framing(scope: dict[str, Any]) -> Reply | None:
+    """What h11 takes but this server does not: the connection ends after the reply."""
+    if scope["http_version"] not in ("1.0", "1.1"):
+        return error(505, f"HTTP/{scope['http_version']} is not spoken here; use HTTP/1.1",
+                     close=True)
+    if scope["method"] not in ("GET", "POST"):
+        return error(501, f"{scope['method']} is not implemented; GET and POST are",
+                     close=True)
+    headers = scope["headers"]
+    if len(headers) > MAX_HEADERS:
+        return error(431, f"over {MAX_HEADERS} request headers", close=True)
+    names = {name for name, _ in headers}
+    if b"transfer-encoding" in names and b"content-length" in names:
+        # Where the body ends is ambiguous (the request smuggling pattern).
+        return error(400, "both Transfer-Encoding and Content-Length: send one",
+                     close=True)
+    return None
+
+
+class Edge:
+    """The outermost ASGI layer: framing refusals, the safety headers on every reply, and
+    the request counter by route and status."""
+
+    def __init__(self, app: Any, service: Service) -> None:
+        self.app = app
+        self.service = service
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status: list[int] = []
+        announced = dict(scope["headers"]).get(b"content-length", b"0")
+        unread = [announced.strip() not in (b"", b"0")]
+
+        async def reading() -> Any:
+            message = await receive()
+            if message["type"] == "http.disconnect" or not message.get("more_body"):
+                unread[0] = False
+            return message
+
+        async def guarded(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+                headers = [*message.get("headers", ()), *_SAFE_HEADERS]
+                if unread[0] and (b"connection", b"close") not in headers:
+                    # A reply before the body was read: the rest of the body would have to
+                    # be waited for and thrown away; ending the connection is cheaper.
+                    headers.append((b"connection", b"close"))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        refused = _framing(scope)
         try:
-            body = wire.decode("http-body", raw, MAX_BODY)
-        except RecordError as exc:
-            raise _error(400, f"body: {exc.problem}") from None
-        if not isinstance(body, dict):
-            raise _error(400, "body must be a JSON object, e.g. {\"actor\": \"alice\"}")
-        return body
+            if refused is not None:
+                await refused.response()(scope, reading, guarded)
+            else:
+                await self.app(scope, reading, guarded)
+        except Exception:  # answered 500 by the app's handler already; never the server's
+            status = status or [500]
+        route = scope.get("state", {}).get("route", "other")
+        self.service.count(route, str(status[0] if status else 500))
 
-    def _auth(self) -> None:
-        given = self.headers.get("Authorization", "")
-        if given.startswith("Bearer "):
-            token = given.removeprefix("Bearer ").strip().encode()
-        elif given.startswith("Basic "):
+
+def app(service: Service, limits: Limits) -> Edge:
+    """The ASGI app of one serve."""
+    svc = service
+    api = FastAPI(title="selfheal serve", version="1",
+                  description="Approve, reject and follow remediation actions of "
+                              "kafka-selfheal; the Alertmanager webhook.",
+                  docs_url=None, redoc_url=None, openapi_url="/openapi.json")
+
+    def route(request: Request, name: str) -> None:
+        request.state.route = name
+
+    async def sync(fn: Callable[..., Any], *args: Any) -> Any:
+        return await run_in_threadpool(fn, *args)
+
+    @api.exception_handler(Reply)
+    async def _reply(request: Request, exc: Reply) -> Response:
+        return exc.response()
+
+    @api.exception_handler(HTTPException)
+    async def _no_route(request: Request, exc: HTTPException) -> Response:
+        path = request.url.path
+        if path.startswith("/api/") or path == "/alertmanager":
+            route(request, "api_other")
             try:
-                token = base64.b64decode(given.removeprefix("Basic ").strip(),
-                                         validate=True).partition(b":")[2]
-            except (ValueError, binascii.Error):
-                raise _error(400, "malformed basic auth header") from None
-        else:
-            raise _error(401, "missing API token: send 'Authorization: Bearer <api token>' "
-                              "([serve] api_token)")
-        if not hmac.compare_digest(token, self.server.service.api_token.encode()):
-            raise _error(403, "wrong API token")
+                _auth(svc, request)
+            except Reply as refused:
+                return refused.response()
+            return error(404, "no such API route; see /api/actions").response()
+        return error(404, f"no route for {request.method} {path}").response()
 
-    # --- routes -------------------------------------------------------------------------
+    @api.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> Response:
+        return error(500, f"internal error: {type(exc).__name__}: {exc}").response()
 
-    def _route(self, method: str, path: str) -> tuple[str, _Reply]:
-        svc = self.server.service
-        parts = [p for p in path.split("/") if p]
-        if method == "GET" and not parts:
-            role, holder = svc.role()
-            return "index", _Reply(200, pages.render_index(svc.store.list(), role, holder), HTML)
-        if method == "GET" and parts == ["metrics"]:
-            return "metrics", _Reply(200, metrics.render(svc.store, svc.counters, svc.gauges),
-                                     metrics.CONTENT_TYPE)
-        if method == "GET" and parts == ["healthz"]:
-            role, holder = svc.role()
-            return "healthz", _Reply(200, {"role": role, "holder": holder})
-        if method == "GET" and len(parts) == 2 and parts[0] == "actions":
-            return "action_page", self._action_page(parts[1])
-        if parts and parts[0] == "approve":
-            if method == "GET" and len(parts) == 2:
-                return "approve_page", self._approval_page(parts[1])
-            if method == "POST" and len(parts) == 1:
-                return "approve_post", self._approve_post()
-        if parts[:1] == ["api"] or parts == ["alertmanager"]:
-            self._auth()
-            return self._api(method, parts[1:] if parts[0] == "api" else parts)
-        return "other", _error(404, f"no route for {method} {path}")
+    html = [(200, doc.HTML, None)]
 
-    def _row(self, action_id: str) -> ActionRow:
-        row = self.server.service.store.get(action_id) if _ID.fullmatch(action_id) else None
+    @api.get("/", responses=doc.replies(*html), response_class=Response)
+    def index(request: Request) -> Response:
+        """The actions, open first."""
+        route(request, "index")
+        role, holder = svc.role()
+        return Reply(200, pages.render_index(svc.store.list(), role, holder), HTML).response()
+
+    @api.get("/metrics", responses=doc.replies((200, "text/plain", None)),
+             response_class=Response)
+    def metrics_page(request: Request) -> Response:
+        """Prometheus text format 0.0.4."""
+        route(request, "metrics")
+        text = metrics.render(svc.store, svc.counters, svc.gauges)
+        return Reply(200, text, metrics.CONTENT_TYPE).response()
+
+    @api.get("/healthz", responses=doc.replies((200, doc.JSON, doc.HEALTH)),
+             response_class=Response)
+    def healthz(request: Request) -> Response:
+        """Whether this serve is the active executor, and who is."""
+        route(request, "healthz")
+        role, holder = svc.role()
+        return Reply(200, {"role": role, "holder": holder}).response()
+
+    def row_of(action_id: str) -> ActionRow:
+        row = svc.store.get(action_id) if _ID.fullmatch(action_id) else None
         if row is None:
-            raise _error(404, f"no action {action_id!r}; GET /api/actions lists them")
+            raise error(404, f"no action {action_id!r}; GET /api/actions lists them")
         return row
 
-    def _action_page(self, action_id: str) -> _Reply:
-        svc = self.server.service
-        row = self._row(action_id)
+    @api.get("/actions/{action_id}", responses=doc.replies(*html, *doc.refusals(404)),
+             response_class=Response)
+    def action_page(request: Request, action_id: str) -> Response:
+        """One action: the plan in plain words, its alerts and audit."""
+        route(request, "action_page")
+        row = row_of(action_id)
         alerts = [stored_alert(a) for a in svc.store.alerts(row.id)]
-        return _Reply(200, pages.render_action(row, svc.store.audit(row.id), alerts,
-                                               svc.current()), HTML)
+        page = pages.render_action(row, svc.store.audit(row.id), alerts, svc.current())
+        return Reply(200, page, HTML).response()
 
-    def _refusal(self, exc: LinkRefused) -> _Reply:
+    def refusal(exc: LinkRefused) -> Reply:
         status = 410 if exc.reason.value in ("expired", "already used") else 403
-        return _Reply(status, pages.render_refusal(exc.reason.value, str(exc)), HTML)
+        return Reply(status, pages.render_refusal(exc.reason.value, str(exc)), HTML)
 
-    def _approval_page(self, token: str) -> _Reply:
-        svc = self.server.service
+    refused_pages = [(403, doc.HTML, None), (410, doc.HTML, None)]
+
+    @api.get("/approve/{token}", responses=doc.replies(*html, *refused_pages),
+             response_class=Response)
+    def approval_page(request: Request, token: str) -> Response:
+        """The page a one-click link opens; a GET never spends the link."""
+        route(request, "approve_page")
         try:
             claims, row = svc.approvals.check_link(token)
         except LinkRefused as exc:
-            return self._refusal(exc)
+            return refusal(exc).response()
         alerts = [stored_alert(a) for a in svc.store.alerts(row.id) if a.status == "firing"]
         page = pages.render_approval(
             stored_action(row.record), form_action="/approve",
@@ -278,89 +336,145 @@ class Handler(WholeRequestMixin, BaseHTTPRequestHandler):
             current=svc.current(), alert=alerts[-1] if alerts else None,
             reasons=row.journal.get("decision", {}).get("reasons", ()),
             expires_at=claims.expires_at)
-        return _Reply(200, page, HTML)
+        return Reply(200, page, HTML).response()
 
-    def _approve_post(self) -> _Reply:
-        svc = self.server.service
-        origin = self.headers.get("Origin")
-        if self.headers.get("Sec-Fetch-Site") == "cross-site" or (
-                origin and origin != "null" and origin != svc.origin()):
-            return _Reply(403, pages.render_refusal(
-                "cross-site", "the confirm button must be pressed on the approval page "
-                "itself"), HTML)
-        raw = self._body().decode("utf-8", errors="replace")
-        form = {k: v[0] for k, v in parse_qs(raw, keep_blank_values=True).items()}
+    def confirm(raw: bytes) -> Reply:
+        form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", errors="replace"),
+                                             keep_blank_values=True).items()}
         try:
             row = svc.approvals.approve_by_link(form.get("token", ""), form.get("csrf", ""))
         except LinkRefused as exc:
-            return self._refusal(exc)
+            return refusal(exc)
         except NotAllowed as exc:
-            return _Reply(409, pages.render_refusal("not possible", str(exc)), HTML)
+            return Reply(409, pages.render_refusal("not possible", str(exc)), HTML)
         done = ("resolved" if row.state is State.SUCCEEDED else
                 "approved; the executor starts it within seconds")
-        return _Reply(200, pages.render_done(row, done), HTML)
+        return Reply(200, pages.render_done(row, done), HTML)
 
-    def _api(self, method: str, parts: list[str]) -> tuple[str, _Reply]:
-        svc = self.server.service
-        if method == "POST" and parts == ["alertmanager"]:
+    @api.post("/approve", openapi_extra=doc.form_body(doc.CONFIRM_FORM),
+              responses=doc.replies(*html, *refused_pages, (409, doc.HTML, None),
+                                    *doc.refusals(400, 408, 413)),
+              response_class=Response)
+    async def approve_post(request: Request) -> Response:
+        """The approval page's confirm button: spends the link, approves the action."""
+        route(request, "approve_post")
+        origin = request.headers.get("origin")
+        if request.headers.get("sec-fetch-site") == "cross-site" or (
+                origin and origin != "null" and origin != svc.origin()):
+            return Reply(403, pages.render_refusal(
+                "cross-site", "the confirm button must be pressed on the approval page "
+                "itself"), HTML, close=True).response()
+        raw = await read_body(request, limits)
+        return (await sync(confirm, raw)).response()
+
+    api_refusals = doc.refusals(400, 401, 403)
+
+    async def webhook(request: Request) -> Response:
+        """Alertmanager's webhook (payload version 4): alerts linked to their fixes."""
+        route(request, "api_webhook")
+        _auth(svc, request)
+        raw = await read_body(request, limits)
+
+        def take() -> Reply:
             try:
-                hook = parse_webhook(self._body())
+                hook = parse_webhook(raw)
             except AlertPayloadError as exc:
-                return "api_webhook", _error(400, str(exc))
+                return error(400, str(exc))
             got = receive(svc.store, hook)
-            return "api_webhook", _Reply(200, {"alerts": [
+            return Reply(200, {"alerts": [
                 {"fingerprint": r.alert.fingerprint, "status": r.alert.status, "new": r.new,
                  "action_id": r.action_id} for r in got]})
-        if parts[:1] != ["actions"]:
-            return "api_other", _error(404, "no such API route; see /api/actions")
-        if method == "GET" and len(parts) == 1:
-            query = parse_qs(urlsplit(self.path).query)
-            state = query.get("state", [None])[0]
-            if state is not None and state not in {s.value for s in State}:
-                return "api_list", _error(400, f"unknown state {state!r}; known: "
-                                               + ", ".join(s.value for s in State))
-            return "api_list", _Reply(200, {"actions": [
-                _summary(r) for r in svc.store.list(state=state)]})
-        if method == "POST" and len(parts) == 1:
-            if svc.submit is None:
-                return "api_submit", _error(404, "this server takes no actions by HTTP")
-            status, reply = svc.submit(self._body())
-            return "api_submit", _Reply(status, reply)
-        if method == "GET" and len(parts) == 2:
-            return "api_show", _Reply(200, self._show(self._row(parts[1])))
-        if method == "POST" and len(parts) == 3 and parts[2] in ("approve", "reject", "cancel"):
-            row = self._row(parts[1])
-            body = self._json()
-            actor = body.get("actor") or self.headers.get("X-Selfheal-Actor") or "api"
+
+        return (await sync(take)).response()
+
+    for path in ("/alertmanager", "/api/alertmanager"):
+        api.post(path, openapi_extra=doc.json_body(doc.WEBHOOK),
+                 responses=doc.replies((200, doc.JSON, doc.WEBHOOK_REPLY),
+                                       *doc.refusals(400, 401, 403, 408, 413)),
+                 response_class=Response, name=f"webhook{path.replace('/', '_')}",
+                 )(webhook)
+
+    @api.get("/api/actions", responses=doc.replies((200, doc.JSON, doc.LIST), *api_refusals),
+             response_class=Response)
+    def list_actions(request: Request, state: str | None = None) -> Response:
+        """The actions, open first; `state` keeps those in one state."""
+        route(request, "api_list")
+        _auth(svc, request)
+        if state is not None and state not in {s.value for s in State}:
+            raise error(400, f"unknown state {state!r}; known: "
+                             + ", ".join(s.value for s in State))
+        return Reply(200, {"actions": [_summary(r) for r in svc.store.list(state=state)]}
+                     ).response()
+
+    @api.post("/api/actions", openapi_extra=doc.json_body(doc.ACTION_RECORD),
+              responses=doc.replies((202, doc.JSON, doc.SUBMITTED),
+                                    *doc.refusals(400, 401, 403, 404, 408, 413, 503)),
+              response_class=Response)
+    async def submit(request: Request) -> Response:
+        """A signed action record onto the actions topic; the intake takes it from there
+        (policy, approval, limits and the breaker all apply)."""
+        route(request, "api_submit")
+        _auth(svc, request)
+        if svc.submit is None:
+            raise error(404, "this server takes no actions by HTTP")
+        raw = await read_body(request, limits)
+        status, reply = await sync(svc.submit, raw)
+        return Reply(status, reply).response()
+
+    @api.get("/api/actions/{action_id}",
+             responses=doc.replies((200, doc.JSON, doc.DETAIL), *api_refusals,
+                                   *doc.refusals(404)),
+             response_class=Response)
+    def show(request: Request, action_id: str) -> Response:
+        """One action with its audit, alerts and, while it waits, a fresh approval link."""
+        route(request, "api_show")
+        _auth(svc, request)
+        return Reply(200, _show(svc, row_of(action_id))).response()
+
+    decisions: dict[str, Callable[[str, str, str | None], ActionRow]] = {
+        "approve": svc.approvals.approve, "reject": svc.approvals.reject,
+        "cancel": svc.approvals.cancel}
+
+    def decision(verb: str) -> Callable[[Request, str], Awaitable[Response]]:
+        async def decide(request: Request, action_id: str) -> Response:
+            route(request, "api_" + verb)
+            _auth(svc, request)
+            row = await sync(row_of, action_id)
+            body = _json(await read_body(request, limits), limits)
+            actor = body.get("actor") or request.headers.get("x-selfheal-actor") or "api"
             if not isinstance(actor, str) or not _ACTOR.fullmatch(actor):
-                return "api_" + parts[2], _error(400, "actor must be 1-100 letters, digits, "
-                                                      "spaces or . @ + - _")
+                raise error(400, "actor must be 1-100 letters, digits, spaces or . @ + - _")
             reason = body.get("reason")
             if reason is not None and not isinstance(reason, str):
-                return "api_" + parts[2], _error(400, "reason must be a string")
-            do = {"approve": svc.approvals.approve, "reject": svc.approvals.reject,
-                  "cancel": svc.approvals.cancel}[parts[2]]
+                raise error(400, "reason must be a string")
             try:
-                done = do(row.id, actor, reason)
+                done = await sync(decisions[verb], row.id, actor, reason)
             except NotAllowed as exc:
-                return "api_" + parts[2], _error(exc.status, str(exc))
-            return "api_" + parts[2], _Reply(200, self._show(done))
-        return "api_other", _error(404, "no such API route; see /api/actions")
+                raise error(exc.status, str(exc)) from None
+            return Reply(200, _show(svc, done)).response()
 
-    def _show(self, row: ActionRow) -> dict[str, Any]:
-        svc = self.server.service
-        out = _summary(row)
-        out.update(
-            record=row.record, journal=row.journal, error=row.error,
-            cancel_request=row.cancel_request,
-            audit=[{"at": a.at, "from": a.from_state, "to": a.to_state, "actor": a.actor,
-                    "reason": a.reason} for a in svc.store.audit(row.id)],
-            alerts=[{"fingerprint": a.fingerprint, "status": a.status, "labels": a.labels,
-                     "received_at": a.received_at} for a in svc.store.alerts(row.id)],
-        )
-        if row.state is State.AWAITING_APPROVAL:
-            out["approval_url"] = svc.approvals.link(row).url
-        return out
+        decide.__doc__ = {"approve": "Approve an action awaiting approval (a page: resolve it).",
+                          "reject": "Reject an action awaiting approval.",
+                          "cancel": "Cancel an action, or ask the executor to revert it "
+                                    "while it runs."}[verb]
+        return decide
+
+    for verb in decisions:
+        api.post(f"/api/actions/{{action_id}}/{verb}",
+                 openapi_extra=doc.json_body(doc.DECISION, required=False),
+                 responses=doc.replies((200, doc.JSON, doc.DETAIL), *api_refusals,
+                                       *doc.refusals(404, 408, 409, 413)),
+                 response_class=Response, name=f"{verb}_action")(decision(verb))
+
+    plain_openapi = api.openapi
+
+    def described() -> dict[str, Any]:
+        if api.openapi_schema is None:
+            api.openapi_schema = doc.secure(plain_openapi())
+        return api.openapi_schema
+
+    api.openapi = described  # type: ignore[method-assign]
+    return Edge(api, svc)
 
 
 def _summary(row: ActionRow) -> dict[str, Any]:
@@ -370,27 +484,25 @@ def _summary(row: ActionRow) -> dict[str, Any]:
             "progress": row.journal.get("progress")}
 
 
-class ServiceServer(GuardedServer):
-    def __init__(self, address: tuple[str, int], service: Service,
-                 max_open: int = MAX_OPEN) -> None:
-        self.service = service
-        super().__init__(address, Handler, self._count, max_open)
+def _show(svc: Service, row: ActionRow) -> dict[str, Any]:
+    out = _summary(row)
+    out.update(
+        record=row.record, journal=row.journal, error=row.error,
+        cancel_request=row.cancel_request,
+        audit=[{"at": a.at, "from": a.from_state, "to": a.to_state, "actor": a.actor,
+                "reason": a.reason} for a in svc.store.audit(row.id)],
+        alerts=[{"fingerprint": a.fingerprint, "status": a.status, "labels": a.labels,
+                 "received_at": a.received_at} for a in svc.store.alerts(row.id)],
+    )
+    if row.state is State.AWAITING_APPROVAL:
+        out["approval_url"] = svc.approvals.link(row).url
+    return out
 
-    def _count(self, route: str, code: str) -> None:
-        self.service.counters.inc("selfheal_http_requests_total", route=route, code=code)
 
-    @property
-    def url(self) -> str:
-        host, port = self.server_address[:2]
-        name = host.decode() if isinstance(host, bytes) else host
-        return f"http://{name}:{port}"
-
-
-def start(host: str, port: int, service: Service) -> tuple[ServiceServer, threading.Thread]:
-    """Bind (port 0: a free one) and serve on a thread; returns the server and the thread."""
-    server = ServiceServer((host, port), service)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                              name="http", daemon=True)
-    thread.start()
-    return server, thread
-
+def start(host: str, port: int, service: Service, limits: Limits | None = None
+          ) -> tuple[ServiceServer, None]:
+    """Bind (port 0: a free one) and serve on a thread of this process; returns the
+    server (`url`, `shutdown()`, `server_close()`)."""
+    limits = limits or Limits()
+    server = ServiceServer(app(service, limits), host, port, limits, service.count)
+    return server, None

@@ -4,7 +4,6 @@ framing. Each gets a 4xx/503 and its connection closed; nothing in the store cha
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from http.client import HTTPConnection
@@ -14,28 +13,24 @@ import pytest
 
 from remediation.executor.lifecycle import State
 from remediation.executor.store import ActionStore
-from remediation.service import guard, http
+from remediation.service import http
 from remediation.service.approvals import Approvals
 from remediation.service.links import LinkSigner
 from remediation.service.metrics import Counters
-from tests.unit.action_records import fix_offline
+from remediation.service.server import Limits
+from tests.unit.action_records import fix_offline, of_type
 from tests.unit.test_service_http import SECRET, TOKEN, Client
 
 
 @pytest.fixture
-def small(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Client]:
+def small(tmp_path: Path) -> Iterator[Client]:
     """A service with 2 open connections at most, 2 s deadlines, idle after 1 s."""
-    monkeypatch.setattr(guard, "IDLE_TIMEOUT", 1.0)
-    monkeypatch.setattr(guard, "HEAD_DEADLINE", 2.0)
-    monkeypatch.setattr(guard, "BODY_DEADLINE", 2.0)
     store = ActionStore(tmp_path / "a.db")
     approvals = Approvals(store, LinkSigner(SECRET, used=store), "http://x", 3600)
     service = http.Service(store, approvals, TOKEN, Counters(), lambda: {},
                            lambda: ("leader", "me"))
-    server = http.ServiceServer(("127.0.0.1", 0), service, max_open=2)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
-                              daemon=True)
-    thread.start()
+    limits = Limits(max_open=2, head_seconds=2.0, body_seconds=2.0, idle_seconds=1)
+    server, _ = http.start("127.0.0.1", 0, service, limits)
     approvals.base_url = server.url
     try:
         yield Client(server, store, approvals)
@@ -147,13 +142,15 @@ def test_idle_connections_are_dropped_after_the_read_timeout(small: Client) -> N
     (b"GET /healthz HTTP/1.1\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n", 431),
     (b"GET /healthz HTTP/1.1\r\n" + b"".join(b"X-H%d: %s\r\n" % (i, b"a" * 1000)
                                              for i in range(90)) + b"\r\n", 431),
-    (b"GET /healthz HTTP/1.1\r\n" + b"X-H: a\r\n" * 101 + b"\r\n", 431),
+    (b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-H: a\r\n" * 101 + b"\r\n", 431),
     (b"POST /alertmanager HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\n"
      b"hello", 400),
-    (b"POST /alertmanager HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"
-     b"0\r\n\r\n", 501),
+    (b"POST /alertmanager HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+     b"Content-Length: 5\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 400),
+    (b"POST /alertmanager HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
     (b"POST /alertmanager HTTP/1.1\r\nContent-Length: lots\r\n\r\n", 400),
-    (b"DELETE /api/actions HTTP/1.1\r\n\r\n", 501),
+    (b"DELETE /api/actions HTTP/1.1\r\nHost: x\r\n\r\n", 501),
+    (b"GET /healthz HTTP/1.1\r\n\r\n", 400),  # HTTP/1.1 without Host (RFC 9112 3.2)
 ])
 def test_malformed_framing_gets_a_4xx_or_5xx_and_the_connection_closed(
         small: Client, raw: bytes, status: int) -> None:
@@ -164,7 +161,7 @@ def test_malformed_framing_gets_a_4xx_or_5xx_and_the_connection_closed(
 def test_a_content_length_longer_than_the_body_sent_is_refused(small: Client) -> None:
     aid = _waiting(small)
     with _connect(small) as sock:
-        sock.sendall(f"POST /api/actions/{aid}/approve HTTP/1.1\r\n"
+        sock.sendall(f"POST /api/actions/{aid}/approve HTTP/1.1\r\nHost: x\r\n"
                      f"Authorization: Bearer {TOKEN}\r\nContent-Length: 50\r\n\r\n"
                      '{"actor": "mallory"}'.encode())
         sock.shutdown(socket.SHUT_WR)  # the body ends here, 30 bytes short
@@ -187,3 +184,32 @@ def test_a_normal_request_still_keeps_its_connection_alive(small: Client) -> Non
         assert first.getheader("Connection") is None and conn.sock is sock  # one connection
     finally:
         conn.close()
+
+
+def test_a_chunked_body_is_read_with_the_size_limit_while_it_streams(small: Client) -> None:
+    aid = _waiting(small)
+    body = b'{"actor": "carol"}'
+    status, data, _ = _exchange(small, (
+        f"POST /api/actions/{aid}/reject HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        f"{TOKEN}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n").encode()
+        + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+    assert status == 200, data
+    assert small.store.get(aid).state is State.CANCELLED  # type: ignore[union-attr]
+    other = _waiting_other(small)
+    with _connect(small) as sock:
+        sock.sendall(f"POST /api/actions/{other}/reject HTTP/1.1\r\nHost: x\r\n"
+                     f"Authorization: Bearer {TOKEN}\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     .encode())
+        chunk = b"a" * (64 << 10)
+        try:
+            for _ in range(17):  # 1 MiB and a chunk, with no end in sight
+                sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        except OSError:
+            pass  # refused and closed while we were still sending
+        status, data, closed = _response(sock)
+    assert (status, closed) == (413, True), data[:300]
+    assert small.store.get(other).state is State.AWAITING_APPROVAL  # type: ignore[union-attr]
+
+
+def _waiting_other(client: Client) -> str:
+    return client.waiting(of_type("rebalance_leaders"))
