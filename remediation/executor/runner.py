@@ -293,6 +293,7 @@ class Executor:
 
     def _advance_reassignment(self, row: ActionRow, action: Action, view: LiveView) -> None:
         st = progress.status(action, view)
+        self._left(row, st)
         journal = row.journal
         if st.not_started:
             if not journal.get("submitted"):
@@ -366,6 +367,7 @@ class Executor:
     def _advance_dirs(self, row: ActionRow, action: Action, view: LiveView) -> None:
         moves = dir_moves(action, view)
         st = progress.status(action, view)
+        self._left(row, st)
         if moves and not row.journal.get("submitted"):
             self.throttles.apply(row.id, "intra", throttle.intra_broker(
                 moves, self.policy.limits.intra_broker_throttle_bytes_per_s))
@@ -462,6 +464,12 @@ class Executor:
     def _moving(self, row: ActionRow) -> None:
         if row.journal.get("stalled_since") is not None:
             self.store.update_journal(row.id, stalled_since=None)
+
+    def _left(self, row: ActionRow, st: progress.Status) -> None:
+        """Partitions not yet at their target, for /metrics' bytes left to move."""
+        left = len(st.in_flight) + len(st.not_started)
+        if row.journal.get("partitions_left") != left:
+            self.store.update_journal(row.id, partitions_left=left)
 
     def _progress(self, row: ActionRow, text: str) -> None:
         if row.journal.get("progress") != text:

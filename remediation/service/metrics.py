@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from datetime import datetime
 
+from core import clock
+from remediation.executor.lifecycle import State
 from remediation.executor.store import ActionStore
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -44,6 +47,15 @@ HELP = {
                                  "(malformed records, bad plans, refused links)."),
     "selfheal_operator_pages": ("gauge", "Open actions whose decision paged the operator "
                                 "(pages, and anything the circuit breaker stopped)."),
+    "selfheal_oldest_pending_approval_age_seconds": ("gauge", "How long the action waiting "
+                                                     "longest for approval has waited (0: none)."),
+    "selfheal_move_remaining_bytes": ("gauge", "Bytes the executing actions still have to "
+                                      "move: each action's planned bytes times the share of "
+                                      "its partitions not yet at their target."),
+    "selfheal_throttles_in_force": ("gauge", "Replication throttles set by actions and not "
+                                    "yet restored, by kind (inter- or intra-broker)."),
+    "selfheal_circuit_breaker_open": ("gauge", "1 while the circuit breaker holds an open "
+                                      "action for an operator."),
     "selfheal_executor_leader": ("gauge", "1 while this serve is the active executor."),
     "selfheal_executor_ticks_total": ("counter", "Executor passes over the open actions."),
     "selfheal_executor_errors_total": ("counter", "Cluster calls that failed and were retried."),
@@ -58,14 +70,49 @@ HELP = {
 }
 
 
+Sample = tuple[str, tuple[tuple[str, str], ...], float]
+
+
+def remediation_gauges(store: ActionStore, now: datetime | None = None) -> list[Sample]:
+    """What only serve knows, read from the store: how long the oldest approval has
+    waited, the bytes its executing actions still have to move, the throttles they hold,
+    and whether the circuit breaker holds anything back."""
+    now = now or clock.now()
+    rows = store.list()
+    waiting = [clock.parse(r.updated_at) for r in rows if r.state is State.AWAITING_APPROVAL]
+    oldest = max(((now - t).total_seconds() for t in waiting), default=0.0)
+    left = 0.0
+    for r in rows:
+        if r.state is not State.EXECUTING:
+            continue
+        summary = r.record.get("summary", {})
+        total = summary.get("partitions", 0)
+        if total > 0:  # not reported yet: all of it is left
+            left += summary.get("bytes", 0) * r.journal.get("partitions_left", total) / total
+    throttles = {"inter": 0, "intra": 0}
+    for r in rows:
+        for kind, entry in r.journal.get("throttles", {}).items():
+            if not entry.get("restored"):
+                throttles[kind] = throttles.get(kind, 0) + 1
+    breaker = any(reason.startswith("circuit breaker")
+                  for r in rows if r.open
+                  for reason in r.journal.get("decision", {}).get("reasons", ()))
+    return [("selfheal_oldest_pending_approval_age_seconds", (), max(oldest, 0.0)),
+            ("selfheal_move_remaining_bytes", (), left),
+            *(("selfheal_throttles_in_force", (("kind", k),), float(n))
+              for k, n in sorted(throttles.items())),
+            ("selfheal_circuit_breaker_open", (), 1.0 if breaker else 0.0)]
+
+
 def render(store: ActionStore, counters: Counters, gauges: Callable[[], dict[str, float]]
            ) -> str:
     """The whole /metrics page."""
-    samples: list[tuple[str, tuple[tuple[str, str], ...], float]] = [
+    samples: list[Sample] = [
         ("selfheal_actions", (("state", state),), n) for state, n in store.counts().items()]
     samples.append(("selfheal_rejected_inputs", (), store.rejected_count()))
     pages = sum(1 for r in store.open_actions() if r.journal.get("decision", {}).get("page"))
     samples.append(("selfheal_operator_pages", (), pages))
+    samples.extend(remediation_gauges(store))
     samples.extend((name, (), value) for name, value in sorted(gauges().items()))
     samples.extend(counters.items())
     lines: list[str] = []
