@@ -73,7 +73,11 @@ def test_a_failed_dir_is_fixed_by_the_job_running_on_a_standalone_cluster(
                 "detect": {"leader_window_seconds": 86400.0, "skew_window_seconds": 86400.0},
             },
             args={"stream": ["--master", spark.master_url]})
-        wait_for_batches(the_loop, 0)
+        # A cold start on the cluster is slow on the shared box: the app registers, the
+        # worker launches the executor JVM, whose Python workers start and import pandas
+        # and GX for the warm-up (~50 s), then the first batch (~60 s). A run waited 240 s
+        # and the first batch ended 3 s after that.
+        wait_for_batches(the_loop, 0, timeout=600.0)
         for name in ("actions", "logdir-events", "cluster-snapshots"):
             readers[name] = TopicReader(sandbox, prefix + name)
             readers[name].start()
@@ -115,9 +119,12 @@ def test_a_failed_dir_is_fixed_by_the_job_running_on_a_standalone_cluster(
     finally:
         for reader in readers.values():
             reader.stop()
-        if the_loop is not None:
-            the_loop.stop_all()
-            assert not the_loop.pieces["stream"].running()
-        drop_topics(sandbox, prefix)
-        spark.stop()
+        try:
+            if the_loop is not None:
+                the_loop.stop_all()
+            drop_topics(sandbox, prefix)
+        finally:
+            spark.stop()
+    assert the_loop is not None
+    assert not any(piece.running() for piece in the_loop.pieces.values())
     assert spark.alive() == [], "Spark processes outlived stop()"
