@@ -164,7 +164,7 @@ def _direct_moves(state: _Leadership) -> None:
 def _direct_pass(state: _Leadership, source_over: int | None, target_under: int | None) -> None:
     """Single hand-offs from brokers with more than `source_over` leaders (any, if None)
     to candidates with fewer than `target_under` (any) and at least two fewer."""
-    count, candidates, density = state.count, state.candidates, state.density
+    count, density = state.count, state.density
 
     def limit(ca: int) -> int:
         """Most leaders a target may have for a source with `ca` (-1: cannot give)."""
@@ -173,14 +173,16 @@ def _direct_pass(state: _Leadership, source_over: int | None, target_under: int 
         top = ca - 2
         return top if target_under is None else min(top, target_under - 1)
 
-    def best_target(i: int, a: int) -> int:
-        best, best_count = -1, limit(count[a])
-        for b in candidates[i]:
+    def best_target(others: tuple[int, ...], top: int) -> int:
+        """The lightest of `others` with at most `top` leaders; a tie goes to the one on
+        the lighter rack, then to the first listed."""
+        best, best_count = -1, top
+        for b in others:
             cb = count[b]
-            if b == a or cb > best_count:
+            if cb > best_count:
                 continue
             if cb == best_count and best >= 0 and density(b) >= density(best):
-                continue  # a tie: keep the one on the lighter rack
+                continue
             best, best_count = b, cb
         return best
 
@@ -191,26 +193,39 @@ def _direct_pass(state: _Leadership, source_over: int | None, target_under: int 
         # stays a safe bound for skipping brokers that cannot give.
         low = min(count.values())
         for a in sorted(count, key=lambda b: -count[b]):
-            if limit(count[a]) < low:
+            top = limit(count[a])
+            if top < low:
                 continue
-            # The lightest target first; an offer whose target got heavier since it
-            # was made goes back in the queue at its new weight.
+            # While `a` gives, targets only get heavier and its own limit only falls: a
+            # candidate too heavy now stays too heavy, so each offer keeps only the
+            # candidates that may still take it (3 at RF 3 become the one or two light ones).
+            others: dict[int, tuple[int, ...]] = {}
             offers: list[tuple[int, float, int]] = []
             for i in state.led[a]:
-                b = best_target(i, a)
+                light = tuple(b for b in state.candidates[i] if b != a and count[b] <= top)
+                b = best_target(light, top)
                 if b >= 0:
+                    others[i] = light
                     offers.append((count[b], density(b), i))
             heapq.heapify(offers)
-            while offers:
-                weight, dens, i = heapq.heappop(offers)
-                b = best_target(i, a)
+            # The lightest target first; an offer whose target got heavier since it was
+            # made goes back in the queue at its new weight (heapreplace: one sift, not
+            # two). Once `a` may give to nobody (its limit under every count), the offers
+            # left would all be dropped: stop there.
+            while offers and top >= low:
+                weight, dens, i = offers[0]
+                b = best_target(others[i], top)
                 if b < 0:
+                    heapq.heappop(offers)
                     continue
-                if (count[b], density(b)) > (weight, dens):
-                    heapq.heappush(offers, (count[b], density(b), i))
+                cb, db = count[b], density(b)
+                if cb > weight or (cb == weight and db > dens):
+                    heapq.heapreplace(offers, (cb, db, i))
                     continue
+                heapq.heappop(offers)
                 state.move(i, b)
                 moved = True
+                top = limit(count[a])
 
 
 def _chain_moves(state: _Leadership) -> None:
