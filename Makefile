@@ -8,10 +8,11 @@ PIP    := $(VENV)/bin/pip
 MVN    := mvn -q -B -Dstyle.color=never -s jvm/settings.xml -f jvm/pom.xml
 JARS   := jvm/lib
 APT_STAMP := .make/apt.stamp
-# Debian packages the tests and the demo run: a JDK and Maven for the broker jars,
+# Debian packages the tests and the demo run: a JDK and Maven for the broker jars (javac
+# for the bench's Java harness, jvm/bench/),
 # Chromium for the approval-page browser test, Alertmanager for the webhook test,
 # Prometheus (and its promtool) for the alert rules and the dashboards' queries.
-APT_PACKAGES := openjdk-17-jre-headless maven chromium prometheus-alertmanager prometheus
+APT_PACKAGES := openjdk-17-jdk-headless maven chromium prometheus-alertmanager prometheus
 
 .PHONY: demo test bench lint jars venv deps clean-sandbox help dashboards
 .DEFAULT_GOAL := help

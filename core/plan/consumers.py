@@ -14,6 +14,7 @@ the racks of brokers in the metadata, which lists live brokers.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from operator import attrgetter
 
 from core.model import ClusterModel
 from core.plan.errors import PlanError
@@ -43,14 +44,22 @@ def topic_racks(model: ClusterModel, topics: Iterable[str]) -> dict[str, dict[in
     wanted = set(topics)
     found: dict[str, dict[int, frozenset[str]]] = {}
     alive, rack_of = model.alive, model.rack_of
+    # Few distinct replica sets in a cluster: one frozenset each, shared (the range
+    # assignor then meets the same objects again and again).
+    seen: dict[tuple[int, ...], frozenset[str]] = {}
+    brokers = attrgetter("broker")
     for p in model.partitions:
         if p.topic in wanted:
-            racks = frozenset(
-                rack
-                for r in p.replicas
-                if r.broker in alive and (rack := rack_of[r.broker]) is not None
-            )
-            found.setdefault(p.topic, {})[p.partition] = racks
+            key = tuple(map(brokers, p.replicas))
+            racks = seen.get(key)
+            if racks is None:
+                racks = seen[key] = frozenset(
+                    rack for b in key if b in alive and (rack := rack_of[b]) is not None
+                )
+            parts = found.get(p.topic)
+            if parts is None:
+                parts = found[p.topic] = {}
+            parts[p.partition] = racks
     return {t: dict(sorted(parts.items())) for t, parts in found.items()}
 
 

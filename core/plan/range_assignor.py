@@ -19,7 +19,8 @@ member's quota only shrinks, so what the cursor passed never comes back.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain, groupby
 
 from core.plan.formats import TopicPartition
 from schemas.snapshot import Member
@@ -86,7 +87,7 @@ class _Topic:
 
     def give(self, member: int, indexes: list[int], out: list[list[tuple[str, int]]]) -> None:
         topic, numbers, taken = self.topic, self.numbers, self.taken
-        out[member].extend((topic, numbers[i]) for i in indexes)
+        out[member] += [(topic, numbers[i]) for i in indexes]
         for i in indexes:
             taken[i] = 1
         self.left -= len(indexes)
@@ -94,66 +95,61 @@ class _Topic:
         if self.assigned[member] > self.per_consumer:
             self.extra_left -= 1
 
-    def first_free(self, limit: int) -> list[int]:
-        """The first `limit` unassigned partitions (indexes), in partition order."""
-        taken, count, i = self.taken, len(self.taken), self.cursor
+
+def _ranges(
+    state: _Topic,
+    member_racks: list[str | None] | None,
+    out: list[list[tuple[str, int]]],
+) -> None:
+    """Each member in order takes up to its quota of the first unassigned partitions:
+    with a replica on its rack when `member_racks` is given (any partition for a member
+    without a rack), any of them otherwise. (Inlined: it runs once per member and topic.)"""
+    taken, numbers, topic = state.taken, state.numbers, state.topic
+    assigned, per = state.assigned, state.per_consumer
+    extra, left = state.extra_left, state.left
+    everything = range(len(taken))
+    orders: dict[str | None, Sequence[int]] = {None: everything}
+    if member_racks is not None:
+        wanted = {member_racks[c] for c in state.consumers} - {None}
+        # Partitions grouped by their replica racks' object (topic_racks shares one per
+        # replica set; a stable sort keeps each group in order), then each rack's groups
+        # merged back into partition order: no Python loop per partition.
+        racks_of = state.racks
+        ids = list(map(id, racks_of))
+        by_object = groupby(sorted(everything, key=ids.__getitem__), ids.__getitem__)
+        groups = [list(indexes) for _, indexes in by_object]
+        for rack in wanted:
+            orders[rack] = sorted(chain.from_iterable(g for g in groups if rack in racks_of[g[0]]))
+    cursors = dict.fromkeys(orders, 0)
+    cursors[None] = state.cursor
+    for member in state.consumers:
+        if not left or (extra <= 0 and not per):
+            break  # nothing left, or no member may take any more
+        limit = (per + 1 if extra > 0 else per) - assigned[member]
+        if limit <= 0:
+            continue
+        rack = member_racks[member] if member_racks is not None else None
+        order = orders[rack]
+        cursor, end = cursors[rack], len(order)
         picked: list[int] = []
-        while i < count and len(picked) < limit:
+        while cursor < end:
+            i = order[cursor]
+            cursor += 1
             if not taken[i]:
                 picked.append(i)
-            i += 1
-        self.cursor = i
-        return picked
-
-
-def _take_in_order(
-    order: list[int], cursor: int, taken: bytearray, limit: int
-) -> tuple[list[int], int]:
-    """The first `limit` of `order` not yet taken, and where the next search starts."""
-    picked: list[int] = []
-    count = len(order)
-    while cursor < count and len(picked) < limit:
-        i = order[cursor]
-        if not taken[i]:
-            picked.append(i)
-        cursor += 1
-    return picked, cursor
-
-
-def _ranges_on_racks(
-    state: _Topic, member_racks: list[str | None], out: list[list[tuple[str, int]]]
-) -> None:
-    """Each member in order takes up to its quota of the first unassigned partitions
-    with a replica on its rack (any partition for a member without a rack)."""
-    on_rack: dict[str, list[int]] = defaultdict(list)
-    wanted = {member_racks[c] for c in state.consumers} - {None}
-    for i, racks in enumerate(state.racks):
-        for rack in racks & wanted:
-            on_rack[rack].append(i)
-    cursors: dict[str, int] = {}
-    for member in state.consumers:
-        if not state.left:
-            break
-        limit = state.max_assignable(member)
-        if not limit:
-            continue
-        on = member_racks[member]
-        if on is None:
-            picked = state.first_free(limit)
-        else:
-            picked, cursors[on] = _take_in_order(
-                on_rack[on], cursors.get(on, 0), state.taken, limit
-            )
+                if len(picked) == limit:
+                    break
+        cursors[rack] = cursor
         if picked:
-            state.give(member, picked, out)
-
-
-def _plain_ranges(state: _Topic, out: list[list[tuple[str, int]]]) -> None:
-    for member in state.consumers:
-        if not state.left:
-            break
-        if limit := state.max_assignable(member):
-            state.give(member, state.first_free(limit), out)
+            mine = out[member]
+            for i in picked:
+                taken[i] = 1
+                mine.append((topic, numbers[i]))
+            left -= len(picked)
+            assigned[member] += len(picked)
+            if assigned[member] > per:
+                extra -= 1
+    state.extra_left, state.left, state.cursor = extra, left, cursors[None]
 
 
 def _co_partitioned_on_racks(
@@ -222,10 +218,10 @@ def assign_range(
             if len(group) > 1:
                 _co_partitioned_on_racks(group, member_racks, out)
             elif group[0].needs_rack_aware:
-                _ranges_on_racks(group[0], member_racks, out)
+                _ranges(group[0], member_racks, out)
     for s in states:
-        _plain_ranges(s, out)
+        _ranges(s, None, out)
     return {
-        m.member_id: tuple(TopicPartition(t, p) for t, p in sorted(tps))
+        m.member_id: tuple([TopicPartition(t, p) for t, p in sorted(tps)])
         for m, tps in zip(ordered, out, strict=True)
     }
