@@ -12,9 +12,13 @@ snapshot the collector takes at once. The first of those opens an *episode* for
 (`fix_offline_replicas`) as soon as a snapshot taken at or after that signal exists to
 plan from (an older one may not know partitions created since; the collector takes one
 at once on a failure), or, failing that, after `fresh_snapshot_wait_ms` of event time
-with the latest snapshot and the dir marked offline. It ends when newer evidence shows
-the dir online (or gone from the broker), so the event, the gauge and every later
-snapshot reporting the same failure propose nothing more.
+with the latest snapshot and the dir marked offline. The wait runs out only while the
+snapshot source is stalled: a source that is merely behind the others (it still brings
+newer snapshots, a few a batch after a long one) is waited for, up to four waits, since
+planning from a snapshot older than the failure misses the topics created since. An
+episode ends when newer evidence shows the dir online (or gone from the broker), so the
+event, the gauge and every later snapshot reporting the same failure propose nothing
+more.
 
 Times are epoch milliseconds of event time. Signals of one batch are applied in event
 time order, so a notification that arrives together with the snapshot it caused still
@@ -87,6 +91,7 @@ class _Step:
         self.cluster_id = cluster_id
         self.state = state
         self.decisions: list[Decision] = []
+        self.snapshot_moved = False
         self.notes: list[Note] = []
         # Broker-less pending signals used by an episode this step: other episodes opened
         # in the same step (several dirs in one snapshot) may match them too.
@@ -207,6 +212,8 @@ class _Step:
         state = self.state
         if state.snapshot is not None and seen.time < state.snapshot.taken_at:
             return  # an older snapshot arriving late says nothing new
+        if state.snapshot is None or seen.time > state.snapshot.taken_at:
+            self.snapshot_moved = True  # the source moved on in this batch
         state.snapshot = seen.ref
         facts = seen.facts
         state.brokers = {b: (facts.alive.get(b, False), len(d)) for b, d in facts.dirs.items()}
@@ -352,6 +359,8 @@ class _Step:
 
     def finish(self, clock: Ms) -> None:
         state = self.state
+        if self.snapshot_moved:
+            state.snapshot_moved = state.newest
         self.page_dead_dirs()
         self.page_departed()
         self.heal_dead()
@@ -378,11 +387,17 @@ class _Step:
 
     def plannable(self, episode: Episode) -> bool:
         """The latest snapshot was taken after the episode began, or the wait for one is
-        over (measured on the newest event time: the watermark lags by its delay)."""
-        snapshot = self.state.snapshot
-        return snapshot is not None and (
-            snapshot.taken_at >= episode.since
-            or self.state.newest - episode.since >= self.settings.fresh_snapshot_wait_ms)
+        over (measured on the newest event time: the watermark lags by its delay): the
+        snapshot source has not moved on for a whole wait, or four waits have passed."""
+        state, wait = self.state, self.settings.fresh_snapshot_wait_ms
+        snapshot = state.snapshot
+        if snapshot is None:
+            return False
+        if snapshot.taken_at >= episode.since:
+            return True
+        waited = state.newest - episode.since
+        stalled = state.newest - state.snapshot_moved >= wait
+        return waited >= 4 * wait or (waited >= wait and stalled)
 
     def page_dead_dirs(self) -> None:
         """Every dir of a broker offline: software can move replicas away, but only an

@@ -291,6 +291,9 @@ class ClusterState:
     consumers: dict[str, GroupSpell] = field(default_factory=dict)
     rackless: dict[str, GroupSpell] = field(default_factory=dict)
     newest: Ms = 0  # newest event time seen: the clock when there is no watermark
+    # `newest` when the snapshot source last moved on (a newer snapshot arrived): a
+    # source that keeps moving is behind, not stalled, and is waited for.
+    snapshot_moved: Ms = 0
 
     def to_json(self) -> str:
         return json.dumps({
@@ -307,6 +310,7 @@ class ClusterState:
             "consumers": {g: dataclasses.asdict(s) for g, s in self.consumers.items()},
             "rackless": {g: dataclasses.asdict(s) for g, s in self.rackless.items()},
             "newest": self.newest,
+            "snapshot_moved": self.snapshot_moved,
         }, separators=(",", ":"))
 
     @classmethod
@@ -327,4 +331,5 @@ class ClusterState:
             consumers={g: GroupSpell(**s) for g, s in doc.get("consumers", {}).items()},
             rackless={g: GroupSpell(**s) for g, s in doc.get("rackless", {}).items()},
             newest=doc["newest"],
+            snapshot_moved=doc.get("snapshot_moved", 0),
         )

@@ -117,6 +117,29 @@ def test_with_no_newer_snapshot_the_older_one_is_used_after_the_wait():
     assert run.batch(snap(T0 + 20_000, offline={(0, "/b0/d1")})) == []
 
 
+def test_a_snapshot_source_behind_the_others_is_waited_for_not_planned_around():
+    # After a long batch the snapshot source trails (a few snapshots a batch): the
+    # metrics' event time passes the wait while snapshots older than the failure still
+    # arrive. Planning from one of those would miss the topics created since.
+    run = Run(DetectSettings(fresh_snapshot_wait_ms=15_000))
+    run.batch(snap(T0 - 30_000))
+    assert run.batch(Failure(T0, METRIC, 0, "/b0/d1"), snap(T0 - 25_000)) == []
+    assert run.batch(Failure(T0 + 20_000, METRIC, 0, "/b0/d1"), snap(T0 - 20_000)) == []
+    assert run.batch(Failure(T0 + 40_000, METRIC, 0, "/b0/d1"), snap(T0 - 5000)) == []
+    (fix,) = run.batch(Failure(T0 + 45_000, METRIC, 0, "/b0/d1"),
+                       snap(T0 + 500, offline={(0, "/b0/d1")}))
+    assert (fix.event_time, fix.snapshot.taken_at) == (T0, T0 + 500)
+
+
+def test_a_snapshot_source_that_never_catches_up_is_planned_around_after_four_waits():
+    run = Run(DetectSettings(fresh_snapshot_wait_ms=15_000))
+    run.batch(snap(T0 - 100_000))
+    assert run.batch(Failure(T0, METRIC, 0, "/b0/d1"), snap(T0 - 90_000)) == []
+    assert run.batch(Failure(T0 + 59_000, METRIC, 0, "/b0/d1"), snap(T0 - 80_000)) == []
+    (fix,) = run.batch(Failure(T0 + 61_000, METRIC, 0, "/b0/d1"), snap(T0 - 70_000))
+    assert fix.snapshot.taken_at == T0 - 70_000
+
+
 def test_kraft_event_naming_the_dir_proposes_without_a_gauge():
     run = Run()
     run.batch(snap(T0 - 30_000))
