@@ -84,9 +84,7 @@ def current_assignment(members: Iterable[Member]) -> dict[str, list[TopicPartiti
     """What each member consumes now, as the snapshot read it from the group (nothing
     when the snapshot was written without it)."""
     return {
-        m.member_id: [
-            TopicPartition(a.topic, p) for a in getattr(m, "assignment", ()) for p in a.partitions
-        ]
+        m.member_id: [TopicPartition(a.topic, p) for a in m.assignment for p in a.partitions]
         for m in members
     }
 

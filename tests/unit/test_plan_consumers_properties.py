@@ -16,9 +16,15 @@ from collections import Counter, defaultdict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.plan.consumers import assign_cooperative_sticky, assign_range, cross_rack
+from core.plan.consumers import (
+    assign_cooperative_sticky,
+    assign_range,
+    cross_rack,
+    plan_consumers,
+)
 from core.plan.formats import TopicPartition
 from schemas.snapshot import Member
+from tests.unit.plan_snapshots import broker, doc, model, partition
 
 RACKS = ["a", "b", "c"]
 Racks = dict[str, dict[int, frozenset[str]]]
@@ -277,3 +283,30 @@ def test_sticky_on_big_groups_shares_owner_nodes_and_stays_as_even_and_local(see
     assert sorted(vector) == counts
     assert sum(abs(a - b) for a, b in itertools.combinations(vector, 2)) == score
     assert cross_rack(members, plan, racks) == cross
+
+
+def test_plan_consumers_sticks_to_the_snapshots_current_assignment():
+    # Without an assignment the plan gives m0 t-0 and t-1 (the next test).
+    brokers = [broker(0, "a"), broker(1, "b")]
+    parts = [partition("t", p, [0, 1]) for p in range(4)]
+    members = [
+        {"member_id": "m0", "client_id": "c", "rack": "a", "topics": ["t"],
+         "assignment": [{"topic": "t", "partitions": [3, 2]}]},
+        {"member_id": "m1", "client_id": "c", "rack": "b", "topics": ["t"],
+         "assignment": [{"topic": "t", "partitions": [1, 0]}]},
+    ]  # fmt: skip
+    document = doc(brokers, parts, [{"group": "g", "members": members}])
+    plan = plan_consumers(model(document), "g", "cooperative-sticky")
+    assert [str(tp) for tp in plan.assignment["m0"]] == ["t-2", "t-3"]
+    assert [str(tp) for tp in plan.assignment["m1"]] == ["t-0", "t-1"]
+
+
+def test_plan_consumers_without_a_current_assignment_plans_fresh():
+    brokers = [broker(0, "a"), broker(1, "b")]
+    parts = [partition("t", p, [0, 1]) for p in range(4)]
+    members = [
+        {"member_id": f"m{i}", "client_id": "c", "rack": "ab"[i], "topics": ["t"]} for i in range(2)
+    ]
+    document = doc(brokers, parts, [{"group": "g", "members": members}])
+    plan = plan_consumers(model(document), "g", "cooperative-sticky")
+    assert [str(tp) for tp in plan.assignment["m0"]] == ["t-0", "t-1"]
