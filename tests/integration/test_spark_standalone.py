@@ -66,8 +66,9 @@ def test_a_failed_dir_is_fixed_by_the_job_running_on_a_standalone_cluster(
                 # up, and at the default 4 a batch the job trailed the snapshot stream for
                 # minutes. A fault then was planned, once the 15 s wait ran out on the
                 # other sources' event time, from a snapshot older than the test's topic
-                # (a page naming only the bus topics). That is the detector's to fix (see
-                # docs/architecture.md); here the job reads every snapshot there is.
+                # (a page naming only the bus topics). The detector now waits for a source
+                # that is behind, up to four waits (60 s); the cold start's backlog took
+                # longer to drain than that, so here the job reads every snapshot there is.
                 "stream": {"max_snapshots_per_trigger": 1000},
                 # Only the dir failure is under test here.
                 "detect": {"leader_window_seconds": 86400.0, "skew_window_seconds": 86400.0},
