@@ -10,6 +10,9 @@
    CooperativeStickyAssignor on a fresh group: balance (max - min partitions per
    member, and Java's own score, the sum of pairwise differences), then cross-rack
    partitions. Ours must never be worse: less even, or as even and less local.
+3. Cooperative-sticky after a membership change, from a range assignment: the same,
+   then partitions moved from their owner, against Java's target once its cooperative
+   rounds settle.
 
 The Java side is jvm/bench/ConsumerAssignBench.java, compiled into jvm/build/bench
 (gitignored) with the JDK's javac and run with -Xmx1g. Without a JDK or the jars
@@ -31,7 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from core.model import ClusterModel
-from core.plan.consumers import assign_cooperative_sticky, cross_rack, plan_consumers
+from core.plan.consumers import (
+    assign_cooperative_sticky,
+    assign_range,
+    cross_rack,
+    plan_consumers,
+)
 from core.plan.formats import TopicPartition
 from schemas.snapshot import Member, snapshot_from_dict
 
@@ -106,7 +114,9 @@ def model_of(members: list[Member], racks: Racks) -> ClusterModel:
     return ClusterModel(snapshot_from_dict(doc))
 
 
-def write_group(path: Path, members: list[Member], racks: Racks) -> None:
+def write_group(
+    path: Path, members: list[Member], racks: Racks, owned: Assignment | None = None
+) -> None:
     lines = [
         f"P\t{t}\t{p}\t{','.join(sorted(where)) or '-'}"
         for t, numbers in racks.items()
@@ -115,6 +125,11 @@ def write_group(path: Path, members: list[Member], racks: Racks) -> None:
     lines += [
         f"M\t{m.member_id}\t{m.rack or '-'}\t{m.group_instance_id or '-'}\t{','.join(m.topics)}"
         for m in members
+    ]
+    lines += [
+        f"O\t{m}\t{','.join(f'{tp.topic}:{tp.partition}' for tp in tps)}"
+        for m, tps in (owned or {}).items()
+        if tps
     ]
     path.write_text("\n".join(lines) + "\n")
 
@@ -289,6 +304,77 @@ def sticky_figures(java: list[str] | None, work: Path) -> None:
         print(line, flush=True)
 
 
+def moves(members: list[Member], current: Assignment, assignment: Assignment) -> int:
+    """Partitions given to another member than the one that owns them now (and may
+    keep them: still in the group, still subscribed)."""
+    topics = {m.member_id: set(m.topics) for m in members}
+    owner = {
+        (tp.topic, tp.partition): m
+        for m, tps in current.items()
+        if m in topics
+        for tp in tps
+        if tp.topic in topics[m]
+    }
+    return sum(
+        1
+        for m, tps in assignment.items()
+        for tp in tps
+        if owner.get((tp.topic, tp.partition), m) != m
+    )
+
+
+def sticky_move_figures(java: list[str] | None, work: Path) -> None:
+    """A group on rack-aware range loses every fifth member and gains two: our plan
+    from that assignment vs Java's cooperative-sticky once its rounds settle."""
+    print()
+    print("cooperative-sticky after a membership change (from a range assignment):")
+    print("ours vs Java's target (score = sum of pairwise count differences)")
+    cases = []
+    for label, shape in STICKY_SHAPES[:2]:
+        for m, p in ((12, 60), (30, 200), (60, 500)):
+            for seed in range(3):
+                members, racks = generate(100 + seed, m, p, 4, **shape)  # type: ignore[arg-type]
+                current = assign_range(members, racks)
+                joined = generate(200 + seed, 2, p, 4, **shape)[0]  # type: ignore[arg-type]
+                group = [x for i, x in enumerate(members) if i % 5] + [
+                    Member(f"new-{k}-{x.member_id}", "app", x.rack, members[k].topics)
+                    for k, x in enumerate(joined)
+                ]
+                kept = {x.member_id: current[x.member_id] for x in group if x.member_id in current}
+                path = work / f"moves-{len(cases)}.group"
+                write_group(path, group, racks, kept)
+                cases.append((f"{label}, {m} x {p}", group, racks, kept, path))
+    results = run_java(java, "cooperative-sticky", 0, 1, [c[4] for c in cases]) if java else []
+    rows: dict[str, list[int]] = {}
+    tally = {"better": 0, "same": 0, "worse": 0}
+    for n, (label, group, racks, kept, _) in enumerate(cases):
+        ours = assign_cooperative_sticky(group, racks, kept)
+        mine = (balance(group, ours)[1], cross_rack(group, ours, racks), moves(group, kept, ours))
+        theirs = (-1, -1, -1)
+        if results:
+            target = results[n][1]
+            theirs = (
+                balance(group, target)[1],
+                cross_rack(group, target, racks),
+                moves(group, kept, target),
+            )
+            tally["better" if mine < theirs else "same" if mine == theirs else "worse"] += 1
+        row = rows.setdefault(label, [0] * 6)
+        for k, v in enumerate((*mine, *theirs)):
+            row[k] += v
+    print(f"{'group (3 seeds each)':<26}{'score ours/java':>18}{'cross ours/java':>18}"
+          f"{'moves ours/java':>18}")  # fmt: skip
+    for label, r in rows.items():
+        print(
+            f"{label:<26}{f'{r[0]} / {r[3]}':>18}{f'{r[1]} / {r[4]}':>18}{f'{r[2]} / {r[5]}':>18}"
+        )
+    if results:
+        print(
+            f"ours vs Java over {len(cases)} groups, (score, cross-rack, moves) in that order: "
+            f"better {tally['better']}, same {tally['same']}, worse {tally['worse']}"
+        )
+
+
 def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="selfheal-consumer-bench-"))
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -297,6 +383,7 @@ def main() -> None:
         java = java_ready()
         range_figures(java, work)
         sticky_figures(java, work)
+        sticky_move_figures(java, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -6,6 +6,11 @@
 // GROUP_FILE lines (tab-separated):
 //   P topic partition racks      racks comma-separated, "-" for none
 //   M member rack instance topics   rack and instance "-" for none, topics comma-separated
+//   O member topic:partition,...    what the member owns now (after its M line)
+// With owned partitions, cooperative-sticky is run in rounds as a group would run it
+// (each with what the last one left each member, at the next generation) until nothing
+// is held back for revocation, and that assignment is written: the target; the timing
+// is the first round's.
 // Prints one line per group: "<group file> <assignor> runs=N min_ms=X median_ms=Y
 // cpu_min_ms=X cpu_median_ms=Y" (wall time, and the calling thread's CPU time plus the
 // collector's time).
@@ -53,6 +58,7 @@ public final class ConsumerAssignBench {
         Map<String, Node> nodeOfRack = new HashMap<>();
         List<PartitionInfo> partitions = new ArrayList<>();
         Map<String, Subscription> subscriptions = new HashMap<>();
+        Map<String, List<TopicPartition>> owned = new HashMap<>();
         for (String line : Files.readAllLines(Path.of(groupFile))) {
             String[] f = line.split("\t");
             if (f[0].equals("P")) {
@@ -72,7 +78,17 @@ public final class ConsumerAssignBench {
                     Collections.emptyList(), -1, rack);
                 s.setGroupInstanceId(f[3].equals("-") ? Optional.empty() : Optional.of(f[3]));
                 subscriptions.put(f[1], s);
+            } else if (f[0].equals("O")) {
+                List<TopicPartition> tps = new ArrayList<>();
+                for (String tp : f[2].split(",")) {
+                    int colon = tp.lastIndexOf(':');
+                    tps.add(new TopicPartition(tp.substring(0, colon), Integer.parseInt(tp.substring(colon + 1))));
+                }
+                owned.put(f[1], tps);
             }
+        }
+        if (!owned.isEmpty()) {
+            subscriptions = generation(subscriptions, owned, 1);
         }
         Cluster cluster = new Cluster("bench", new ArrayList<>(nodeOfRack.values()), partitions,
             Collections.emptySet(), Collections.emptySet());
@@ -94,6 +110,20 @@ public final class ConsumerAssignBench {
             // The collector runs outside this thread: its time is added to the CPU figure.
             cpu[i] = threads.getCurrentThreadCpuTime() - cpuStart + (gcMillis() - gcStart) * 1_000_000;
         }
+        // Cooperative rounds until nothing is held back for revocation (at most 10).
+        for (int round = 2; !owned.isEmpty() && round <= 10; round++) {
+            Map<String, List<TopicPartition>> left = new HashMap<>();
+            result.groupAssignment().forEach((m, a) -> left.put(m, a.partitions()));
+            GroupAssignment next = assignor(name).assign(cluster, new GroupSubscription(generation(subscriptions, left, round)));
+            boolean same = true;
+            for (Map.Entry<String, ConsumerPartitionAssignor.Assignment> e : next.groupAssignment().entrySet()) {
+                same &= new java.util.HashSet<>(e.getValue().partitions()).equals(new java.util.HashSet<>(left.get(e.getKey())));
+            }
+            result = next;
+            if (same) {
+                break;
+            }
+        }
         Arrays.sort(nanos);
         Arrays.sort(cpu);
         System.out.printf("%s %s runs=%d min_ms=%.1f median_ms=%.1f cpu_min_ms=%.1f cpu_median_ms=%.1f%n",
@@ -108,6 +138,18 @@ public final class ConsumerAssignBench {
                 out.println(line);
             }
         }
+    }
+
+    private static Map<String, Subscription> generation(
+            Map<String, Subscription> members, Map<String, List<TopicPartition>> owned, int generation) {
+        Map<String, Subscription> out = new HashMap<>();
+        members.forEach((m, s) -> {
+            Subscription next = new Subscription(s.topics(), null,
+                owned.getOrDefault(m, Collections.emptyList()), generation, s.rackId());
+            next.setGroupInstanceId(s.groupInstanceId());
+            out.put(m, next);
+        });
+        return out;
     }
 
     private static long gcMillis() {
