@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -180,6 +181,15 @@ class ServiceServer:
                                         kwargs={"sockets": [self._sock]}, name="http",
                                         daemon=True)
         self._thread.start()
+        # The socket already listens (clients queue); wait for the loop so a server that
+        # cannot start is an error here, not a silent thread.
+        deadline = time.monotonic() + 30
+        while not self._server.started and time.monotonic() < deadline:
+            if not self._thread.is_alive():
+                self._sock.close()
+                raise RuntimeError("serve's HTTP server stopped while starting; its error "
+                                   "is logged above")
+            time.sleep(0.01)
 
     @property
     def url(self) -> str:

@@ -168,3 +168,21 @@ def test_the_index_health_and_metrics(client: Client) -> None:
     assert samples[("selfheal_actions", (("state", "awaiting_approval"),))] == 1
     assert samples[("selfheal_executor_leader", ())] == 1
     assert samples[("selfheal_http_requests_total", (("code", "200"), ("route", "index")))] == 1
+
+
+def test_the_openapi_document_describes_every_route_and_the_token(client: Client) -> None:
+    status, text = client.call("GET", "/openapi.json")
+    document = json.loads(text)
+    assert status == 200 and document["openapi"].startswith("3.")
+    operations = {(method.upper(), path): op for path, ops in document["paths"].items()
+                  for method, op in ops.items()}
+    assert set(operations) == {
+        ("GET", "/"), ("GET", "/metrics"), ("GET", "/healthz"), ("GET", "/actions/{action_id}"),
+        ("GET", "/approve/{token}"), ("POST", "/approve"), ("POST", "/alertmanager"),
+        ("POST", "/api/alertmanager"), ("GET", "/api/actions"), ("POST", "/api/actions"),
+        ("GET", "/api/actions/{action_id}"), ("POST", "/api/actions/{action_id}/approve"),
+        ("POST", "/api/actions/{action_id}/reject"), ("POST", "/api/actions/{action_id}/cancel")}
+    secured = {key for key, op in operations.items() if op.get("security")}
+    assert secured == {key for key in operations
+                       if key[1].startswith("/api/") or key[1] == "/alertmanager"}
+    assert set(document["components"]["securitySchemes"]) == {"token", "basic"}
