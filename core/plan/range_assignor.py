@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import chain, groupby
+from itertools import chain, groupby, starmap
 
 from core.plan.formats import TopicPartition
 from schemas.snapshot import Member
@@ -222,6 +222,6 @@ def assign_range(
     for s in states:
         _ranges(s, None, out)
     return {
-        m.member_id: tuple([TopicPartition(t, p) for t, p in sorted(tps)])
+        m.member_id: tuple(starmap(TopicPartition, sorted(tps)))
         for m, tps in zip(ordered, out, strict=True)
     }
