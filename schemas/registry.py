@@ -13,13 +13,15 @@ from collections.abc import Mapping
 from datetime import datetime
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator, FormatChecker  # type: ignore[import-untyped]
-from jsonschema.exceptions import (  # type: ignore[import-untyped]
-    ValidationError,
-    best_match,
-)
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+    from jsonschema.exceptions import ValidationError  # type: ignore[import-untyped]
+
+# jsonschema is imported on the first validation, not with this module: core.config reads
+# the topic table from here, and every `selfheal` command (a plan, --help) would otherwise
+# pay its ~0.1 s of imports.
 
 SCHEMA_DIR = Path(__file__).parent
 SUFFIX = ".schema.json"
@@ -66,10 +68,15 @@ def is_rfc3339(value: object) -> bool:
     return True
 
 
-# jsonschema checks "date-time" only when rfc3339-validator is installed; we do not
-# depend on it, so the check is registered here and behaves the same everywhere.
-FORMATS = FormatChecker(formats=())
-FORMATS.checks("date-time")(is_rfc3339)
+@cache
+def _formats() -> Any:
+    # jsonschema checks "date-time" only when rfc3339-validator is installed; we do not
+    # depend on it, so the check is registered here and behaves the same everywhere.
+    from jsonschema import FormatChecker
+
+    formats = FormatChecker(formats=())
+    formats.checks("date-time")(is_rfc3339)
+    return formats
 
 
 @cache
@@ -128,7 +135,9 @@ def json_types(node: Mapping[str, Any]) -> list[str]:
 
 @cache
 def _validator(name: str) -> Draft202012Validator:
-    return Draft202012Validator(schema(name), format_checker=FORMATS)
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(schema(name), format_checker=_formats())
 
 
 def _json_path(parts: Any) -> str:
@@ -161,6 +170,8 @@ def validate(name: str, obj: Any) -> None:
     validator = _validator(name)
     if validator.is_valid(obj):  # the common case; collecting errors costs a third more
         return
+    from jsonschema.exceptions import best_match
+
     error = best_match(validator.iter_errors(obj))
     if error is not None:
         raise _describe(name, error)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from core.model import ClusterModel
 from core.plan.formats import LeaderPlan, Reassignment, TopicPartition
@@ -164,7 +164,7 @@ def _direct_moves(state: _Leadership) -> None:
 def _direct_pass(state: _Leadership, source_over: int | None, target_under: int | None) -> None:
     """Single hand-offs from brokers with more than `source_over` leaders (any, if None)
     to candidates with fewer than `target_under` (any) and at least two fewer."""
-    count, density = state.count, state.density
+    count = state.count
 
     def limit(ca: int) -> int:
         """Most leaders a target may have for a source with `ca` (-1: cannot give)."""
@@ -172,19 +172,6 @@ def _direct_pass(state: _Leadership, source_over: int | None, target_under: int 
             return -1
         top = ca - 2
         return top if target_under is None else min(top, target_under - 1)
-
-    def best_target(others: tuple[int, ...], top: int) -> int:
-        """The lightest of `others` with at most `top` leaders; a tie goes to the one on
-        the lighter rack, then to the first listed."""
-        best, best_count = -1, top
-        for b in others:
-            cb = count[b]
-            if cb > best_count:
-                continue
-            if cb == best_count and best >= 0 and density(b) >= density(best):
-                continue
-            best, best_count = b, cb
-        return best
 
     moved = True
     while moved:
@@ -196,36 +183,130 @@ def _direct_pass(state: _Leadership, source_over: int | None, target_under: int 
             top = limit(count[a])
             if top < low:
                 continue
+            before = count[a]
             # While `a` gives, targets only get heavier and its own limit only falls: a
             # candidate too heavy now stays too heavy, so each offer keeps only the
             # candidates that may still take it (3 at RF 3 become the one or two light ones).
-            others: dict[int, tuple[int, ...]] = {}
-            offers: list[tuple[int, float, int]] = []
-            for i in state.led[a]:
-                light = tuple(b for b in state.candidates[i] if b != a and count[b] <= top)
-                b = best_target(light, top)
-                if b >= 0:
-                    others[i] = light
-                    offers.append((count[b], density(b), i))
-            heapq.heapify(offers)
-            # The lightest target first; an offer whose target got heavier since it was
-            # made goes back in the queue at its new weight (heapreplace: one sift, not
-            # two). Once `a` may give to nobody (its limit under every count), the offers
-            # left would all be dropped: stop there.
-            while offers and top >= low:
-                weight, dens, i = offers[0]
-                b = best_target(others[i], top)
+            _give(state, a, top, low, limit)
+            if count[a] != before:
+                moved = True
+
+
+def _give(state: _Leadership, a: int, top: int, low: int, limit: Callable[[int], int]) -> None:
+    """One source's hand-offs, lightest target first; an offer whose target got heavier
+    since it was made goes back in the queue at its new weight, and once `a` may give to
+    nobody (its limit under every count) the offers left would all be dropped.
+
+    Queue entries are (leaders, rack density, partition, tag). Offers with two or more
+    possible targets queue one by one (tag -1). Offers with one possible target b behave
+    alike, so they queue as groups, one per (b, weight) with its partitions in `solo`,
+    listed by falling index, and a group going stale moves to b's new weight in one step
+    instead of one partition at a time; tag b names the group by its smallest partition.
+    The order of hand-offs is the one-by-one queue's: ties keep going by partition.
+    """
+    count, density = state.count, state.density
+    others: dict[int, tuple[int, ...]] = {}
+    solo: dict[tuple[int, int, float], list[int]] = {}
+    offers: list[tuple[int, float, int, int]] = []
+    for i in state.led[a]:
+        light = tuple(b for b in state.candidates[i] if b != a and count[b] <= top)
+        b = _lightest(state, light, top)
+        if b < 0:
+            continue
+        if len(light) == 1:
+            solo.setdefault((b, count[b], density(b)), []).append(i)
+        else:
+            others[i] = light
+            offers.append((count[b], density(b), i, -1))
+    for (b, w, d), group in solo.items():
+        group.sort(reverse=True)
+        offers.append((w, d, group[-1], b))
+    heapq.heapify(offers)
+
+    def join(b: int, key: tuple[int, float], parts: list[int]) -> None:
+        """Queue `parts` (falling order), offers to b alone, at b's weight `key`."""
+        group = solo.get((b, *key))
+        if group is None:
+            solo[(b, *key)] = parts
+        elif parts[-1] < group[-1]:
+            parts = solo[(b, *key)] = sorted(group + parts, reverse=True)
+        else:
+            group[:] = sorted(group + parts, reverse=True)
+            return
+        heapq.heappush(offers, (*key, parts[-1], b))
+
+    while offers and top >= low:
+        # Every entry of the lightest weight, by partition, until one is ready to move:
+        # the stale ones before it move to their new weight under the same counts.
+        weight, dens = offers[0][0], offers[0][1]
+        stale: dict[int, list[int]] = {}  # solo groups of this weight, all stale now
+        ready = -1  # the partition that moves next (-1: none at this weight)
+        target = -1
+        while offers and offers[0][0] == weight and offers[0][1] == dens:
+            _, _, i, tag = heapq.heappop(offers)
+            if tag < 0:
+                b = _lightest(state, others[i], top)
                 if b < 0:
-                    heapq.heappop(offers)
                     continue
                 cb, db = count[b], density(b)
                 if cb > weight or (cb == weight and db > dens):
-                    heapq.heapreplace(offers, (cb, db, i))
+                    light = tuple(x for x in others[i] if count[x] <= top)
+                    if len(light) == 1:
+                        del others[i]
+                        join(b, (cb, db), [i])
+                    else:
+                        others[i] = light
+                        heapq.heappush(offers, (cb, db, i, -1))
                     continue
-                heapq.heappop(offers)
-                state.move(i, b)
-                moved = True
-                top = limit(count[a])
+                ready, target = i, b
+                break
+            found = solo.get((tag, weight, dens))
+            if tag in stale or found is None or found[-1] != i:
+                continue  # an older head of a group that has since changed
+            group = found
+            cb = count[tag]
+            if cb > top:
+                del solo[(tag, weight, dens)]  # b may take none of them any more
+                continue
+            db = density(tag)
+            if cb > weight or (cb == weight and db > dens):
+                stale[tag] = group
+                continue
+            ready, target = i, tag
+            group.pop()
+            if group:
+                heapq.heappush(offers, (weight, dens, group[-1], tag))
+            else:
+                del solo[(tag, weight, dens)]
+            break
+        for b, group in stale.items():
+            cut = len(group)
+            while cut and (ready < 0 or group[cut - 1] < ready):
+                cut -= 1
+            join(b, (count[b], density(b)), group[cut:])
+            del group[cut:]
+            if group:
+                heapq.heappush(offers, (weight, dens, group[-1], b))
+            else:
+                del solo[(b, weight, dens)]
+        if ready >= 0:
+            state.move(ready, target)
+            top = limit(count[a])
+
+
+def _lightest(state: _Leadership, others: tuple[int, ...], top: int) -> int:
+    """The lightest of `others` with at most `top` leaders (-1: none); a tie goes to the
+    one on the lighter rack, then to the first listed."""
+    count, density = state.count, state.density
+    best, best_count = -1, top
+    for b in others:
+        cb = count[b]
+        if cb > best_count:
+            continue
+        if cb == best_count and best >= 0 and density(b) >= density(best):
+            continue
+        best, best_count = b, cb
+    return best
 
 
 def _chain_moves(state: _Leadership) -> None:
