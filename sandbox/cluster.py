@@ -17,6 +17,7 @@ import logging
 import os
 import shutil
 import signal
+import subprocess
 import time
 import urllib.request
 import uuid
@@ -393,6 +394,11 @@ def disk_failed(path: str) -> bool:
     return Path(path).is_file()
 
 
+def needs_healing(path: str) -> bool:
+    """A failed dir, or a small disk (a tmpfs mount) that `heal_disk` gives back."""
+    return disk_failed(path) or os.path.ismount(path)
+
+
 def fail_disk(state: SandboxState, broker_id: int, dir_ref: str,
               progress: Progress = _quiet) -> str:
     """Break one log dir as Kafka's own tests do; returns its path."""
@@ -408,6 +414,61 @@ def fail_disk(state: SandboxState, broker_id: int, dir_ref: str,
     return path
 
 
+def small_disk(state: SandboxState, broker_id: int, dir_ref: str, free_bytes: int,
+               progress: Progress = _quiet) -> str:
+    """Put one log dir on a tmpfs with ``free_bytes`` left after what it holds now, so a
+    write past that fails with ENOSPC as a full disk does. Needs root (mount); the broker
+    is stopped while its dir moves onto the mount, then started. `heal_disk` undoes it."""
+    path = resolve_dir(state, broker_id, dir_ref)
+    if os.path.ismount(path):
+        raise SandboxError(f"log dir {path} on broker {broker_id} is already a small disk")
+    b = state.broker(broker_id)
+    if processes.is_running(b.pid, b.marker):
+        kill_broker(state, broker_id, graceful=True, progress=progress)
+    aside = _broken_copy(state, path).with_name(_broken_copy(state, path).name + "__moving")
+    aside.parent.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(aside, ignore_errors=True)
+    os.replace(path, aside)
+    os.mkdir(path)
+    used = _disk_usage(aside)
+    size = used + free_bytes
+    try:
+        _run_root(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", path],
+                  f"mount a {size}-byte tmpfs on {path}")
+        # sparse copies: a stopped broker trims its indexes, but never copy holes as zeros
+        _run_root(["cp", "-a", "--sparse=always", f"{aside}/.", path],
+                  f"copy {aside} onto the tmpfs")
+    except SandboxError:
+        if os.path.ismount(path):
+            subprocess.run(["umount", path], check=False)
+        shutil.rmtree(path)
+        os.replace(aside, path)
+        start_broker(state, broker_id, progress=progress)
+        raise
+    shutil.rmtree(aside)
+    progress(f"log dir {path} on broker {broker_id} is a tmpfs of {size} bytes "
+             f"({free_bytes} free)")
+    start_broker(state, broker_id, progress=progress)
+    return path
+
+
+def _disk_usage(path: Path) -> int:
+    """Bytes the files under ``path`` take (allocated blocks, as tmpfs counts them)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            total += os.lstat(os.path.join(root, name)).st_blocks * 512
+    return total
+
+
+def _run_root(argv: list[str], what: str) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SandboxError(f"could not {what}: {done.stderr.strip() or done.returncode} "
+                           "(a small disk is a tmpfs mount: run as root, or with "
+                           "CAP_SYS_ADMIN)")
+
+
 def heal_disk(state: SandboxState, broker_id: int, dir_ref: str, timeout: float = 120.0,
               progress: Progress = _quiet) -> str:
     """Put an empty, working disk back and restart the broker.
@@ -417,7 +478,8 @@ def heal_disk(state: SandboxState, broker_id: int, dir_ref: str, timeout: float 
     replicas the cluster still assigns to it.
     """
     path = resolve_dir(state, broker_id, dir_ref)
-    if not disk_failed(path):
+    small = os.path.ismount(path)
+    if not disk_failed(path) and not small:
         raise SandboxError(f"log dir {path} on broker {broker_id} is not failed; nothing to heal")
     b = state.broker(broker_id)
     if processes.is_running(b.pid, b.marker):
@@ -425,7 +487,11 @@ def heal_disk(state: SandboxState, broker_id: int, dir_ref: str, timeout: float 
         processes.stop(b.pid, b.marker, timeout=60)
         b.pid = None
         state.save()
-    Path(path).unlink()
+    if small:
+        _run_root(["umount", path], f"unmount the small disk at {path}")
+        shutil.rmtree(path)
+    else:
+        Path(path).unlink()
     Path(path).mkdir()
     shutil.rmtree(_broken_copy(state, path), ignore_errors=True)
     progress(f"log dir {path} replaced with an empty one")

@@ -7,7 +7,7 @@ import time
 
 from sandbox.cluster import Progress, SandboxError, _quiet, client_config, resolve_dir
 from sandbox.state import SandboxState
-from sandbox.status import kafka_admin, placement
+from sandbox.status import kafka_admin, log_dir_errors, placement
 
 CHUNK = 256 * 1024  # bytes per message; incompressible, below the 1 MiB default limit
 
@@ -56,6 +56,52 @@ def fill_disk(
         raise SandboxError(f"{left} messages to {topic} were not acknowledged in 60 s")
     progress(f"wrote {written / 2**20:.1f} MiB to {path} on broker {broker_id}")
     return topic
+
+
+def fill_until_full(state: SandboxState, broker_id: int, dir_ref: str, partner: int,
+                    limit_bytes: int, progress: Progress = _quiet) -> tuple[str, int]:
+    """Write into one log dir until its broker reports it offline (a full disk: ENOSPC).
+
+    The topic's partitions have two replicas, led by ``broker_id`` on that dir and followed
+    on ``partner``, so what the full disk held can be re-replicated. Gives up with an
+    error after ``limit_bytes``. Returns the topic and the bytes acknowledged.
+    """
+    from confluent_kafka import Producer
+
+    path = resolve_dir(state, broker_id, dir_ref)
+    topic = f"selfheal-full-b{broker_id}-{int(time.time())}"
+    from kafka.admin import NewTopic
+
+    with kafka_admin(state) as admin:
+        admin.create_topics([NewTopic(topic, num_partitions=-1, replication_factor=-1,
+                                      replica_assignments={p: [broker_id, partner]
+                                                           for p in range(2)})])
+    _pin_to_dir(state, topic, 2, broker_id, path)
+    acked = [0]
+
+    def delivered(err: object, msg: object) -> None:
+        if err is None:
+            acked[0] += CHUNK
+
+    producer = Producer({**client_config(state), "acks": "1", "linger.ms": 20,
+                         "compression.type": "none", "message.max.bytes": CHUNK + 4096,
+                         "message.timeout.ms": 20000})
+    payload = os.urandom(CHUNK)
+    written = 0
+    while True:
+        for i in range(16):
+            producer.produce(topic, payload, partition=i % 2, on_delivery=delivered)
+            producer.poll(0)
+        written += 16 * CHUNK
+        producer.flush(30)
+        if log_dir_errors(state, [broker_id]).get(broker_id, {}).get(path):
+            progress(f"log dir {path} on broker {broker_id} went offline after "
+                     f"{acked[0] / 2**20:.1f} MiB acknowledged")
+            producer.flush(30)
+            return topic, acked[0]
+        if written > limit_bytes:
+            raise SandboxError(f"wrote {written} bytes into {path} on broker {broker_id} "
+                               "and it is still online: is it a small disk?")
 
 
 def _create_on_broker(state: SandboxState, topic: str, partitions: int, broker_id: int) -> None:

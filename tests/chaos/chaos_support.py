@@ -4,8 +4,9 @@ traffic on a test topic the whole time, and the checks each scenario ends with.
 A scenario breaks something (a process, ZooKeeper, the bus, a disk, the clock), lets the
 loop do its work, and ends with the history check of Kafka's system tests and Jepsen:
 every acknowledged message consumed, none twice, and the cluster healthy wherever
-software could make it so. Each scenario has a topic, traffic and a loop of its own (a
-loop's topics carry a prefix of their own), and heals whatever it broke.
+software could make it so. Each scenario has a topic and traffic of its own and heals
+whatever it broke; the scenarios of a module share one loop (its topics carry a prefix of
+their own), which is also how the product runs: one loop through many faults.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,7 @@ class Scenario:
 
     def heal(self, broker: int, path: str) -> None:
         """Give the broker its disk back (a replaced disk: empty, broker restarted)."""
-        if cluster.disk_failed(path):
+        if cluster.needs_healing(path):
             cluster.heal_disk(self.state, broker, path)
             self.state.reload()
 
@@ -164,16 +165,14 @@ class Scenario:
 
 
 @contextmanager
-def scenario(state: SandboxState, work: Path, name: str, policy: str = POLICY,
-             overrides: dict[str, dict[str, Any]] | None = None,
-             partitions: int = 6) -> Iterator[Scenario]:
-    """The whole loop (three collectors, the job, serve) on its own topics, a test topic
-    (RF 2) with a producer and a consumer running; everything stopped and dropped after."""
+def running_loop(state: SandboxState, work: Path, policy: str = POLICY,
+                 overrides: dict[str, dict[str, Any]] | None = None) -> Iterator[loop.Loop]:
+    """The whole loop (three collectors, the job, serve) on topics of its own prefix, up
+    to its first micro-batch; stopped and its topics dropped after. A module's scenarios
+    share one (a Spark start each is most of a scenario's set-up)."""
     work.mkdir(parents=True, exist_ok=True)
     (work / "policy.toml").write_text(policy)
     prefix = f"chaos{uuid.uuid4().hex[:6]}."
-    topic = f"chaos-{name}-{uuid.uuid4().hex[:6]}"
-    traffic.create_topic(state, topic, partitions=partitions, replication_factor=2)
     sections: dict[str, dict[str, Any]] = {
         "bus": {"topic_prefix": prefix},
         "collect": {"scrape_interval_seconds": 2.0, "snapshot_interval_seconds": 5.0},
@@ -182,12 +181,43 @@ def scenario(state: SandboxState, work: Path, name: str, policy: str = POLICY,
     for section, values in (overrides or {}).items():
         sections.setdefault(section, {}).update(values)
     the_loop = loop.start(state, work, overrides=sections, policy=str(work / "policy.toml"))
+    try:
+        wait_for_batches(the_loop, 0)
+        yield the_loop
+    finally:
+        the_loop.stop_all()
+        drop_topics(state, prefix)
+
+
+@contextmanager
+def scenario(state: SandboxState, work: Path, name: str, policy: str = POLICY,
+             overrides: dict[str, dict[str, Any]] | None = None,
+             partitions: int = 6, shared: loop.Loop | None = None) -> Iterator[Scenario]:
+    """A test topic (RF 2) with a producer and a consumer running, and readers of the
+    loop's topics from now on, on the ``shared`` loop (a module's; `policy` and
+    `overrides` are then that loop's) or on a loop of the scenario's own."""
+    # The topic comes first: a loop of the scenario's own then starts knowing where its
+    # replicas are, as a loop that has run for a while would.
+    topic = f"chaos-{name}-{uuid.uuid4().hex[:6]}"
+    traffic.create_topic(state, topic, partitions=partitions, replication_factor=2)
+    try:
+        with ExitStack() as stack:
+            the_loop = shared or stack.enter_context(
+                running_loop(state, work, policy, overrides))
+            yield stack.enter_context(_traffic(state, the_loop, name, topic))
+    finally:
+        traffic.delete_topic(state, topic)
+
+
+@contextmanager
+def _traffic(state: SandboxState, the_loop: loop.Loop, name: str,
+             topic: str) -> Iterator[Scenario]:
+    prefix = the_loop.config["bus"]["topic_prefix"]
     producer = traffic.BackgroundProducer(state, topic, rate_per_s=50)
     consumer = traffic.BackgroundConsumer(state, topic)
     readers: dict[str, TopicReader] = {}
     s = Scenario(state, the_loop, topic, producer, consumer, readers)
     try:
-        wait_for_batches(the_loop, 0)
         s.wait(lambda: s.api("GET", "/actions") is not None, "serve's API", 60)
         for reader in ("actions", "dead-letter", "logdir-events"):
             readers[reader] = TopicReader(state, prefix + reader)
@@ -204,9 +234,6 @@ def scenario(state: SandboxState, work: Path, name: str, policy: str = POLICY,
         consumer.stop()
         for reader in readers.values():
             reader.stop()
-        the_loop.stop_all()
-        drop_topics(state, prefix)
-        traffic.delete_topic(state, topic)
         print(f"\n[{name}] " + ", ".join(f"{k}: {v:.1f}" if isinstance(v, float) else f"{k}: {v}"
                                        for k, v in s.timings.items()))
 

@@ -1,5 +1,6 @@
-"""Disk faults of another kind, and clock trouble: a dir broken while its broker is down
-is found and healed when the broker comes back; records dated far in the future or the
+"""Disk faults of other kinds, and clock trouble: a dir broken while its broker is down
+is found and healed when the broker comes back; a full disk (a small tmpfs, ENOSPC under
+traffic) goes offline and what it held is re-replicated; records dated far in the future or the
 past neither move the detector's clock nor hide a real failure."""
 
 from __future__ import annotations
@@ -9,16 +10,25 @@ import time
 
 import pytest
 
-from sandbox import cluster
+from sandbox import cluster, traffic
+from sandbox.fill import fill_until_full
 from schemas import wire
-from tests.chaos.chaos_support import scenario, some_dir
+from tests.chaos.chaos_support import running_loop, scenario, some_dir
 
 pytestmark = pytest.mark.chaos
 
 
+@pytest.fixture(scope="module")
+def shared(sandbox, tmp_path_factory):
+    """One loop through the module's faults, as in production (the clock's odd records
+    go last: they are meant to be shrugged off, and are)."""
+    with running_loop(sandbox, tmp_path_factory.mktemp("disks-loop")) as running:
+        yield running
+
+
 def test_a_dir_broken_while_its_broker_is_stopped_is_healed_when_it_returns(
-        sandbox, tmp_path):
-    with scenario(sandbox, tmp_path / "loop", "stopped-disk") as s:
+        sandbox, shared, tmp_path):
+    with scenario(sandbox, tmp_path, "stopped-disk", shared=shared) as s:
         broker = 1
         path = some_dir(sandbox, broker, s.topic)
         try:
@@ -36,10 +46,40 @@ def test_a_dir_broken_while_its_broker_is_stopped_is_healed_when_it_returns(
             s.heal(broker, path)
 
 
-def test_records_from_the_far_future_or_past_hide_no_real_failure(sandbox, tmp_path):
+def test_a_full_disk_under_traffic_goes_offline_and_what_it_held_is_re_replicated(
+        sandbox, shared, tmp_path):
+    with scenario(sandbox, tmp_path, "full-disk", shared=shared) as s:
+        broker, partner = 2, 0
+        path = some_dir(sandbox, broker, s.topic)
+        full_topic = None
+        try:
+            # the dir becomes a tmpfs with 16 MiB free (its broker restarts meanwhile)
+            cluster.small_disk(sandbox, broker, path, 16 * 2**20)
+            sandbox.reload()
+            start = time.monotonic()
+            full_topic, acked = fill_until_full(sandbox, broker, path, partner, 256 * 2**20)
+            s.timings["MiB acknowledged before ENOSPC"] = acked / 2**20
+            fix = s.healed_once(broker, path, start, "disk full")
+            moved = {(t["topic"], t["partition"]) for t in fix["plan"]["partitions"]}
+            # the full disk's own writes and the traffic topic's replica both moved off it
+            assert {(full_topic, 0), (full_topic, 1)} <= moved, sorted(moved)
+            s.wait(lambda: all(not p["offline_replicas"] and broker not in p["replica_nodes"]
+                               for p in traffic.partitions(sandbox, full_topic)),
+                   f"{full_topic} re-replicated off broker {broker}", 120, alive=False)
+            s.assert_proposed_once()
+            s.assert_no_throttle_left()
+            s.assert_healthy()
+            s.assert_history()
+        finally:
+            s.heal(broker, path)
+            if full_topic:
+                traffic.delete_topic(sandbox, full_topic)
+
+
+def test_records_from_the_far_future_or_past_hide_no_real_failure(sandbox, shared, tmp_path):
     from confluent_kafka import Producer
 
-    with scenario(sandbox, tmp_path / "loop", "clock") as s:
+    with scenario(sandbox, tmp_path, "clock", shared=shared) as s:
         prefix = s.loop.config["bus"]["topic_prefix"]
         producer = Producer({"bootstrap.servers": sandbox.bootstrap_servers})
         odd = []
