@@ -6,7 +6,11 @@ cluster (1,000 brokers, 100,000 partitions). Each run is the whole CLI in a fres
 process (`python -m selfheal.cli plan P --snapshot FILE`, stdout discarded): wall time
 from spawn to exit and that process's peak RSS (wait4). The targets: under 3 s and
 1 GiB at 2.8M replicas, under 0.5 s at 300k. The machine is shared, so each figure is
-run three times; best and median are shown.
+run three times; best and median are shown, with the load average before and after (the
+machine is shared: wall time grows with the load, CPU time much less). Then, for the
+2.8M snapshot, the CPU seconds of each phase inside one process (start-up excluded):
+reading and checking, the model's per-dir index where the planner asks for it, the plan,
+the JSON.
 
 `python -m bench.plan_scale_bench [DIR]` keeps the generated snapshots in DIR (made if
 missing, reused when there), since generating the big one takes a minute or two.
@@ -68,11 +72,51 @@ def snapshot(folder: Path, label: str, size: dict[str, int]) -> Path:
     return path
 
 
+def load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.1f} {five:.1f} {fifteen:.1f} on {os.cpu_count()} cores"
+
+
+# Run in a fresh process by `phases`: the CPU seconds of each step of one plan.
+_PHASES = """
+import gc, json, sys, time
+gc.disable()
+from core.model import ClusterModel
+from core.plan import disks, leaders, offline
+planner, path = sys.argv[1], sys.argv[2]
+out = []
+def step(label, f, *args):
+    t = time.process_time()
+    value = f(*args)
+    out.append(f"{label} {time.process_time() - t:.2f}")
+    return value
+model = step("read+check", ClusterModel.load, path)
+if planner != "leaders":
+    step("dir index", lambda: model.replicas_by_dir)
+plan = step("plan", {"offline": offline.plan_offline, "disks": disks.plan_disks,
+                     "leaders": leaders.plan_leaders}[planner], model)
+step("json", lambda: json.dumps(plan.to_json()))
+print(", ".join(out))
+"""
+
+
+def phases(planner: str, path: Path) -> str:
+    """CPU seconds per phase of one plan, measured inside a fresh process."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PHASES, planner, str(path)],
+        capture_output=True, text=True, check=False,
+    )
+    return done.stdout.strip() if done.returncode == 0 else f"failed: {done.stderr[-200:]}"
+
+
 def run(folder: Path, repeats: int = REPEATS) -> bool:
     """Measure every planner on every size; True when all meet their targets."""
     rows: list[tuple[str, str, float, float, float, int, bool]] = []
+    print(f"load average (1, 5, 15 min) before: {load_average()}", flush=True)
+    big: Path | None = None
     for label, size, limit_s, limit_rss in SIZES:
         path = snapshot(folder, label, size)
+        big = big or path
         for planner in PLANNERS:
             command = [*CLI, "plan", planner, "--snapshot", str(path)]
             runs = [measure(command) for _ in range(repeats)]
@@ -102,6 +146,11 @@ def run(folder: Path, repeats: int = REPEATS) -> bool:
             f"  {'met' if ok else 'MISSED'}"
         )
     print("targets: 2.8M under 3 s and 1 GiB, 300k under 0.5 s (median)")
+    print(f"load average (1, 5, 15 min) after: {load_average()}")
+    if big is not None:
+        print(f"CPU seconds per phase, {SIZES[0][0]}, one run each:")
+        for planner in PLANNERS:
+            print(f"  {planner:<8} {phases(planner, big)}", flush=True)
     return all(ok for *_, ok in rows)
 
 
