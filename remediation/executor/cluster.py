@@ -25,14 +25,21 @@ class ClusterError(RuntimeError):
 
 
 @contextmanager
-def _calling(what: str) -> Iterator[None]:
+def _calling(what: str, admin: Any = None) -> Iterator[None]:
     """Any failure of an Admin API call becomes a ClusterError naming the call: the
-    executor retries it on its next step instead of stopping."""
+    executor retries it on its next step instead of stopping.
+
+    kafka-python's admin keeps the controller it found first and looks again only when
+    a reply says NotController; a controller that died since fails every later call with
+    UnknownBrokerIdError (seen when two brokers died, one of them the controller). After
+    any failure the next call looks the controller up afresh."""
     try:
         yield
     except ClusterError:
         raise
     except Exception as exc:
+        if admin is not None and hasattr(admin, "_controller_id"):
+            admin._controller_id = None
         raise ClusterError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
 
 
@@ -89,7 +96,7 @@ class KafkaCluster:
 
     def reassignments(self) -> dict[TP, Reassigning]:
         """Every partition reassignment in flight on the cluster."""
-        with _calling("ListPartitionReassignments"):
+        with _calling("ListPartitionReassignments", self.admin):
             found = self.admin.list_partition_reassignments()
         return {(tp.topic, tp.partition): Reassigning(tuple(r["replicas"]),
                                                       tuple(r["adding_replicas"]),
@@ -106,7 +113,7 @@ class KafkaCluster:
         if not res:
             return {}
         kinds = {"broker": ConfigResourceType.BROKER, "topic": ConfigResourceType.TOPIC}
-        with _calling("DescribeConfigs"):
+        with _calling("DescribeConfigs", self.admin):
             reply = self.admin.describe_configs(
                 [ConfigResource(kinds[split(r)[0]], split(r)[1]) for r in res])
         out: Configs = {}
@@ -132,7 +139,7 @@ class KafkaCluster:
                    for k, v in keys.items()}
             resources.append(ConfigResource(kinds[kind], name, ops))
         # The throttle rates are dynamic configs the broker does not list as such.
-        with _calling("IncrementalAlterConfigs"):
+        with _calling("IncrementalAlterConfigs", self.admin):
             reply = self.admin.alter_configs(resources, raise_on_unknown=False,
                                              incremental=True)
         failed = [f"{kind}:{name}: {result}" for kind, by_name in reply.items()
@@ -146,7 +153,7 @@ class KafkaCluster:
 
         if not targets:
             return {}
-        with _calling("AlterPartitionReassignments"):
+        with _calling("AlterPartitionReassignments", self.admin):
             reply = self.admin.alter_partition_reassignments(
                 {TopicPartition(t, p): replicas for (t, p), replicas in targets.items()})
         out: dict[TP, str] = {}
@@ -161,7 +168,7 @@ class KafkaCluster:
         """AlterReplicaLogDirs; returns errors by replica (ReplicaNotAvailable included)."""
         if not moves:
             return {}
-        with _calling("AlterReplicaLogDirs"):
+        with _calling("AlterReplicaLogDirs", self.admin):
             reply = self.admin.alter_replica_log_dirs(dict(moves))
         out: dict[tuple[str, int, int], str] = {}
         for tpr, err in reply.items():
@@ -177,7 +184,7 @@ class KafkaCluster:
             by_topic.setdefault(t, []).append(p)
         if not by_topic:
             return {}
-        with _calling("ElectLeaders"):
+        with _calling("ElectLeaders", self.admin):
             reply = self.admin.elect_leaders(PREFERRED, by_topic, raise_errors=False)
         out: dict[TP, str] = {}
         for result in reply.replica_election_results:
