@@ -11,7 +11,7 @@ import pytest
 
 from sandbox import cluster, traffic
 from sandbox.state import SandboxState
-from tests.chaos.chaos_support import running_loop, scenario
+from tests.chaos.chaos_support import scenario
 
 pytestmark = pytest.mark.chaos
 
@@ -28,13 +28,6 @@ def four(tmp_path_factory) -> Iterator[SandboxState]:
         cluster.down(state.reload())
 
 
-@pytest.fixture(scope="module")
-def shared(four, tmp_path_factory):
-    """One loop through the module's deaths (a short grace), as in production."""
-    with running_loop(four, tmp_path_factory.mktemp("dead-loop"), overrides=DETECT) as running:
-        yield running
-
-
 def fixes_for_broker(s, broker: int) -> list[dict]:
     from tests.e2e.loop_support import parsed
 
@@ -43,8 +36,8 @@ def fixes_for_broker(s, broker: int) -> list[dict]:
             and a["trigger"].get("kind") == "broker_left" and a["trigger"].get("broker") == broker]
 
 
-def test_a_dead_broker_is_re_replicated_after_the_grace_once(four, shared, tmp_path):
-    with scenario(four, tmp_path, "dead", partitions=8, shared=shared) as s:
+def test_a_dead_broker_is_re_replicated_after_the_grace_once(four, tmp_path):
+    with scenario(four, tmp_path / "loop", "dead", overrides=DETECT, partitions=8) as s:
         held = {p["partition_index"] for p in traffic.partitions(four, s.topic)
                 if 3 in p["replica_nodes"]}
         assert held, "broker 3 holds replicas of the test topic"
@@ -72,8 +65,8 @@ def test_a_dead_broker_is_re_replicated_after_the_grace_once(four, shared, tmp_p
             four.reload()
 
 
-def test_a_broker_back_within_the_grace_gets_no_fix(four, shared, tmp_path):
-    with scenario(four, tmp_path, "back", partitions=8, shared=shared) as s:
+def test_a_broker_back_within_the_grace_gets_no_fix(four, tmp_path):
+    with scenario(four, tmp_path / "loop", "back", overrides=DETECT, partitions=8) as s:
         cluster.kill_broker(four, 2)
         time.sleep(3)
         cluster.start_broker(four, 2)
@@ -84,8 +77,8 @@ def test_a_broker_back_within_the_grace_gets_no_fix(four, shared, tmp_path):
         s.assert_history()
 
 
-def test_two_dead_brokers_at_once_trip_the_breaker_and_page(four, shared, tmp_path):
-    with scenario(four, tmp_path, "two-dead", partitions=8, shared=shared) as s:
+def test_two_dead_brokers_at_once_trip_the_breaker_and_page(four, tmp_path):
+    with scenario(four, tmp_path / "loop", "two-dead", overrides=DETECT, partitions=8) as s:
         try:
             for broker in (1, 2):
                 cluster.kill_broker(four, broker)

@@ -13,22 +13,15 @@ import pytest
 from sandbox import cluster, traffic
 from sandbox.fill import fill_until_full
 from schemas import wire
-from tests.chaos.chaos_support import running_loop, scenario, some_dir
+from tests.chaos.chaos_support import scenario, some_dir
 
 pytestmark = pytest.mark.chaos
 
 
-@pytest.fixture(scope="module")
-def shared(sandbox, tmp_path_factory):
-    """One loop through the module's faults, as in production (the clock's odd records
-    go last: they are meant to be shrugged off, and are)."""
-    with running_loop(sandbox, tmp_path_factory.mktemp("disks-loop")) as running:
-        yield running
-
 
 def test_a_dir_broken_while_its_broker_is_stopped_is_healed_when_it_returns(
-        sandbox, shared, tmp_path):
-    with scenario(sandbox, tmp_path, "stopped-disk", shared=shared) as s:
+        sandbox, tmp_path):
+    with scenario(sandbox, tmp_path / "loop", "stopped-disk") as s:
         broker = 1
         path = some_dir(sandbox, broker, s.topic)
         try:
@@ -47,8 +40,8 @@ def test_a_dir_broken_while_its_broker_is_stopped_is_healed_when_it_returns(
 
 
 def test_a_full_disk_under_traffic_goes_offline_and_what_it_held_is_re_replicated(
-        sandbox, shared, tmp_path):
-    with scenario(sandbox, tmp_path, "full-disk", shared=shared) as s:
+        sandbox, tmp_path):
+    with scenario(sandbox, tmp_path / "loop", "full-disk") as s:
         broker, partner = 2, 0
         path = some_dir(sandbox, broker, s.topic)
         full_topic = None
@@ -76,10 +69,10 @@ def test_a_full_disk_under_traffic_goes_offline_and_what_it_held_is_re_replicate
                 traffic.delete_topic(sandbox, full_topic)
 
 
-def test_records_from_the_far_future_or_past_hide_no_real_failure(sandbox, shared, tmp_path):
+def test_records_from_the_far_future_or_past_hide_no_real_failure(sandbox, tmp_path):
     from confluent_kafka import Producer
 
-    with scenario(sandbox, tmp_path, "clock", shared=shared) as s:
+    with scenario(sandbox, tmp_path / "loop", "clock") as s:
         prefix = s.loop.config["bus"]["topic_prefix"]
         producer = Producer({"bootstrap.servers": sandbox.bootstrap_servers})
         odd = []

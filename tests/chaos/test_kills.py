@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.chaos.chaos_support import load, running_loop, scenario, some_dir
+from tests.chaos.chaos_support import load, scenario, some_dir
 
 pytestmark = pytest.mark.chaos
 
@@ -18,16 +18,8 @@ SLOW = ('[actions]\nfix_offline_replicas = "auto"\n[limits]\n'
 PIECES = ("collect-metrics", "collect-zk", "collect-snapshots", "stream")
 
 
-@pytest.fixture(scope="module")
-def shared(sandbox, tmp_path_factory):
-    """One loop (fixes on auto, moves throttled) through the module's kills."""
-    with running_loop(sandbox, tmp_path_factory.mktemp("kills-loop"), policy=SLOW) as running:
-        yield running
-
-
-def test_serve_killed_mid_reassignment_resumes_and_runs_the_fix_once(sandbox, shared,
-                                                                     tmp_path):
-    with scenario(sandbox, tmp_path, "serve-kill", shared=shared) as s:
+def test_serve_killed_mid_reassignment_resumes_and_runs_the_fix_once(sandbox, tmp_path):
+    with scenario(sandbox, tmp_path / "loop", "serve-kill", policy=SLOW) as s:
         load(sandbox, s.topic, 6)
         broker = 1
         path = some_dir(sandbox, broker, s.topic)
@@ -54,8 +46,8 @@ def test_serve_killed_mid_reassignment_resumes_and_runs_the_fix_once(sandbox, sh
 
 
 def test_the_job_and_collectors_killed_right_after_a_fault_still_heal_it_once(
-        sandbox, shared, tmp_path):
-    with scenario(sandbox, tmp_path, "job-kill", shared=shared) as s:
+        sandbox, tmp_path):
+    with scenario(sandbox, tmp_path / "loop", "job-kill") as s:
         broker = 2
         path = some_dir(sandbox, broker, s.topic)
         try:

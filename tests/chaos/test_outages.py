@@ -10,16 +10,9 @@ import time
 import pytest
 
 from sandbox import cluster
-from tests.chaos.chaos_support import running_loop, scenario, some_dir
+from tests.chaos.chaos_support import scenario, some_dir
 
 pytestmark = pytest.mark.chaos
-
-
-@pytest.fixture(scope="module")
-def shared(sandbox, tmp_path_factory):
-    """One loop through the module's scenarios, as in production."""
-    with running_loop(sandbox, tmp_path_factory.mktemp("outages-loop")) as running:
-        yield running
 
 SESSION_S = 10.0  # the collectors', serve's lock's and the brokers' ZooKeeper session
 
@@ -33,9 +26,8 @@ def heal_next_fault(s, broker: int, what: str) -> None:
         s.heal(broker, path)
 
 
-def test_expired_zookeeper_sessions_and_a_zookeeper_outage_are_ridden_out(sandbox, shared,
-                                                                          tmp_path):
-    with scenario(sandbox, tmp_path, "zk", shared=shared) as s:
+def test_expired_zookeeper_sessions_and_a_zookeeper_outage_are_ridden_out(sandbox, tmp_path):
+    with scenario(sandbox, tmp_path / "loop", "zk") as s:
         # Session expiry on demand: the ZooKeeper collector and serve (it holds the executor
         # lock in ZooKeeper) are paused past their session timeout while ZooKeeper runs, so
         # ZooKeeper expires their sessions; then they go on.
@@ -63,8 +55,8 @@ def test_expired_zookeeper_sessions_and_a_zookeeper_outage_are_ridden_out(sandbo
 
 
 def test_the_bus_unreachable_for_a_minute_loses_nothing_and_proposes_nothing_twice(
-        sandbox, shared, tmp_path):
-    with scenario(sandbox, tmp_path, "bus", shared=shared) as s:
+        sandbox, tmp_path):
+    with scenario(sandbox, tmp_path / "loop", "bus") as s:
         start = time.monotonic()
         for b in sandbox.brokers:  # the bus is this cluster: all its brokers stop
             cluster.kill_broker(sandbox, b.node_id, graceful=True)
