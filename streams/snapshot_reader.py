@@ -40,9 +40,12 @@ class SnapshotReader:
         from core.bus import consumer
 
         if self._consumer is None:
+            # A reader kept across batches must not plan on a five-minute-old view of who
+            # leads the snapshots partition: a failed dir or broker moves its leader.
             self._consumer = consumer(self.config, "selfheal-stream-snapshot-reader",
                                       **{"enable.auto.commit": False,
-                                         "auto.offset.reset": "earliest"})
+                                         "auto.offset.reset": "earliest",
+                                         "topic.metadata.refresh.interval.ms": 5000})
         self._consumer.assign([TopicPartition(ref.topic, ref.partition, ref.offset)])
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
