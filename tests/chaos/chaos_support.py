@@ -4,9 +4,9 @@ traffic on a test topic the whole time, and the checks each scenario ends with.
 A scenario breaks something (a process, ZooKeeper, the bus, a disk, the clock), lets the
 loop do its work, and ends with the history check of Kafka's system tests and Jepsen:
 every acknowledged message consumed, none twice, and the cluster healthy wherever
-software could make it so. Each scenario has a topic and traffic of its own and heals
-whatever it broke; the scenarios of a module share one loop (its topics carry a prefix of
-their own), which is also how the product runs: one loop through many faults.
+software could make it so. Each scenario has a topic, traffic and a loop of its own (a
+loop's topics carry a prefix of their own), and heals whatever it broke. `scenario` can
+also run on a loop given to it (`shared`); no module does so now (see docs/guarantees.md).
 """
 
 from __future__ import annotations
