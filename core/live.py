@@ -97,13 +97,19 @@ def broker_dirs(reply: dict[str, Any]) -> BrokerDirs:
     return BrokerDirs(dirs, replicas, future)
 
 
-def describe_dirs(admin: Any, broker: int) -> BrokerDirs | None:
-    """DescribeLogDirs of one broker; None when the broker does not answer."""
-    try:
-        (reply,) = admin.describe_log_dirs(brokers=[broker])
-    except Exception:
-        return None
-    return broker_dirs(reply)
+def describe_dirs(admin: Any, broker: int, attempts: int = 2) -> BrokerDirs | None:
+    """DescribeLogDirs of one broker; None when the broker does not answer.
+
+    Asked twice: the first call to a broker that restarted since the last read fails on
+    the admin's old connection, and a None here makes the snapshot report the broker's
+    last known dirs (a replaced disk still offline, its new replicas nowhere)."""
+    for _ in range(attempts):
+        try:
+            (reply,) = admin.describe_log_dirs(brokers=[broker])
+        except Exception:
+            continue
+        return broker_dirs(reply)
+    return None
 
 
 def read_snapshot(admin: Any, cluster_id: str | None = None,
