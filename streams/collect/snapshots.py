@@ -149,9 +149,16 @@ class SnapshotCollector:
         A failure here costs the groups of this one snapshot, never the snapshot: the
         disks and partitions it carries are what the healing loop depends on."""
         from core.groups import add_groups
+        from core.live import open_admin
 
         try:
-            add_groups(self.admin(), doc)
+            # A connection of its own, for this read only: group and config calls to a
+            # broker that is restarting must leave nothing behind in the client that
+            # reads the disks (a snapshot after such a failure reported a replaced disk
+            # still offline).
+            with open_admin(self.servers, client_id="selfheal-collect-groups",
+                            request_timeout_ms=self.timeout_ms) as admin:
+                add_groups(admin, doc)
         except Exception as exc:
             self.run.telemetry.error("consumer_groups")
             self.run.log(f"WARNING this snapshot has no consumer groups: DescribeGroups/"
