@@ -5,8 +5,7 @@ A scenario breaks something (a process, ZooKeeper, the bus, a disk, the clock), 
 loop do its work, and ends with the history check of Kafka's system tests and Jepsen:
 every acknowledged message consumed, none twice, and the cluster healthy wherever
 software could make it so. Each scenario has a topic, traffic and a loop of its own (a
-loop's topics carry a prefix of their own), and heals whatever it broke. `scenario` can
-also run on a loop given to it (`shared`); no module does so now (see docs/guarantees.md).
+loop's topics carry a prefix of their own), and heals whatever it broke.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +122,14 @@ class Scenario:
 
     # --- the checks every scenario ends with ------------------------------------------------
 
+    def assert_kept(self) -> None:
+        """All of them, in order: nothing proposed twice, no throttle left, the topic
+        whole, every acknowledged message read once."""
+        self.assert_proposed_once()
+        self.assert_no_throttle_left()
+        self.assert_healthy()
+        self.assert_history()
+
     def assert_history(self) -> None:
         """Every acknowledged message consumed, none twice."""
         problems = traffic.delivery_problems(self.producer, self.consumer, timeout=120)
@@ -168,8 +175,7 @@ class Scenario:
 def running_loop(state: SandboxState, work: Path, policy: str = POLICY,
                  overrides: dict[str, dict[str, Any]] | None = None) -> Iterator[loop.Loop]:
     """The whole loop (three collectors, the job, serve) on topics of its own prefix, up
-    to its first micro-batch; stopped and its topics dropped after. A module's scenarios
-    share one (a Spark start each is most of a scenario's set-up)."""
+    to its first micro-batch; stopped and its topics dropped after."""
     work.mkdir(parents=True, exist_ok=True)
     (work / "policy.toml").write_text(policy)
     prefix = f"chaos{uuid.uuid4().hex[:6]}."
@@ -192,19 +198,18 @@ def running_loop(state: SandboxState, work: Path, policy: str = POLICY,
 @contextmanager
 def scenario(state: SandboxState, work: Path, name: str, policy: str = POLICY,
              overrides: dict[str, dict[str, Any]] | None = None,
-             partitions: int = 6, shared: loop.Loop | None = None) -> Iterator[Scenario]:
-    """A test topic (RF 2) with a producer and a consumer running, and readers of the
-    loop's topics from now on, on the ``shared`` loop (a module's; `policy` and
-    `overrides` are then that loop's) or on a loop of the scenario's own."""
-    # The topic comes first: a loop of the scenario's own then starts knowing where its
-    # replicas are, as a loop that has run for a while would.
+             partitions: int = 6) -> Iterator[Scenario]:
+    """The whole loop on its own topics and a test topic (RF 2) with a producer and a
+    consumer running, readers of the loop's topics from the start; everything stopped
+    and dropped after."""
+    # The topic comes first: the loop then starts knowing where its replicas are, as a
+    # loop that has run for a while would.
     topic = f"chaos-{name}-{uuid.uuid4().hex[:6]}"
     traffic.create_topic(state, topic, partitions=partitions, replication_factor=2)
     try:
-        with ExitStack() as stack:
-            the_loop = shared or stack.enter_context(
-                running_loop(state, work, policy, overrides))
-            yield stack.enter_context(_traffic(state, the_loop, name, topic))
+        with running_loop(state, work, policy, overrides) as the_loop, \
+                _traffic(state, the_loop, name, topic) as s:
+            yield s
     finally:
         traffic.delete_topic(state, topic)
 

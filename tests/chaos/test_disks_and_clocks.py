@@ -31,10 +31,7 @@ def test_a_dir_broken_while_its_broker_is_stopped_is_healed_when_it_returns(
             cluster.start_broker(sandbox, broker)
             sandbox.reload()
             s.healed_once(broker, path, start, "broker stopped")
-            s.assert_proposed_once()
-            s.assert_no_throttle_left()
-            s.assert_healthy()
-            s.assert_history()
+            s.assert_kept()
         finally:
             s.heal(broker, path)
 
@@ -59,10 +56,7 @@ def test_a_full_disk_under_traffic_goes_offline_and_what_it_held_is_re_replicate
             s.wait(lambda: all(not p["offline_replicas"] and broker not in p["replica_nodes"]
                                for p in traffic.partitions(sandbox, full_topic)),
                    f"{full_topic} re-replicated off broker {broker}", 120, alive=False)
-            s.assert_proposed_once()
-            s.assert_no_throttle_left()
-            s.assert_healthy()
-            s.assert_history()
+            s.assert_kept()
         finally:
             s.heal(broker, path)
             if full_topic:

@@ -61,9 +61,6 @@ def test_the_job_and_collectors_killed_right_after_a_fault_still_heal_it_once(
             s.healed_once(broker, path, start)
             time.sleep(5)  # later batches and snapshots still report the dir: no second fix
             assert len(s.fixes_for(broker, path)) == 1
-            s.assert_proposed_once()
-            s.assert_no_throttle_left()
-            s.assert_healthy()
-            s.assert_history()
+            s.assert_kept()
         finally:
             s.heal(broker, path)

@@ -10,7 +10,6 @@ its own, dated as the collector would date them a window apart.
 from __future__ import annotations
 
 import copy
-import os
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -19,16 +18,14 @@ from typing import Any
 import pytest
 
 from core import clock
-from core.config import load
 from core.groups import add_groups
 from core.live import open_admin, read_snapshot
 from core.locality import locality
 from core.model import ClusterModel
-from sandbox.loop import render_toml
 from schemas.snapshot import snapshot_from_dict
 from tests.integration.serve_harness import placed_topic, wait_until
 from tests.integration.test_consumer_groups_snapshot import Consumer
-from tests.integration.test_stream_job import Bus, StreamJob, awaited, cid
+from tests.integration.test_stream_job import awaited, cid, running_stream
 
 pytestmark = pytest.mark.integration
 
@@ -37,28 +34,10 @@ WINDOW = 5.0
 
 @pytest.fixture(scope="module")
 def consumer_stream(sandbox, tmp_path_factory):
-    work = tmp_path_factory.mktemp("stream-consumers")
-    prefix = f"sc{uuid.uuid4().hex[:6]}."
-    config_path = work / "selfheal.toml"
-    config_path.write_text(render_toml({}, {
-        "bus": {"topic_prefix": prefix},
-        "stream": {"checkpoint_dir": work / "checkpoints", "metrics_http_port": 0},
-        "detect": {"consumer_locality_window_seconds": WINDOW,
-                   "consumer_locality_margin": 0.10,
-                   # Disks and leaders of the shared sandbox are not what this is about.
-                   "skew_window_seconds": 86400.0, "leader_window_seconds": 86400.0},
-    }))
-    config = load(config_path, env={**os.environ, "SELFHEAL_SANDBOX_DIR": sandbox.work_dir})
-    bus = Bus(config)
-    job = StreamJob(config_path, sandbox)
-    job.start()
-    try:
-        yield job, bus
-    finally:
-        code = job.stop()
-        bus.close()
-        print("\n".join(x for x in job.lines if x.startswith("[stream]")))
-        assert code == 0, "\n".join(job.lines[-40:])
+    yield from running_stream(sandbox, tmp_path_factory.mktemp("stream-consumers"), "sc", {
+        "consumer_locality_window_seconds": WINDOW, "consumer_locality_margin": 0.10,
+        # Disks and leaders of the shared sandbox are not what this is about.
+        "skew_window_seconds": 86400.0, "leader_window_seconds": 86400.0})
 
 
 def _snapshot(sandbox, cluster_id: str, groups: list[str]) -> dict[str, Any]:

@@ -171,15 +171,19 @@ class Bus:
 @pytest.fixture(scope="module")
 def stream(sandbox, tmp_path_factory):
     """The running job and the bus, on topics of their own."""
-    work = tmp_path_factory.mktemp("stream-job")
-    prefix = f"st{uuid.uuid4().hex[:6]}."
+    # Leader balance on the sandbox is not what these tests are about.
+    yield from running_stream(sandbox, tmp_path_factory.mktemp("stream-job"), "st", {
+        "skew_window_seconds": SKEW_WINDOW, "leader_window_seconds": 86400.0})
+
+
+def running_stream(sandbox, work, prefix: str, detect: dict):
+    """Start the job on topics of a fresh ``prefix`` with these ``[detect]`` settings;
+    yield it and the bus; stop it after (it must exit 0)."""
     config_path = work / "selfheal.toml"
     config_path.write_text(render_toml({}, {
-        "bus": {"topic_prefix": prefix},
+        "bus": {"topic_prefix": f"{prefix}{uuid.uuid4().hex[:6]}."},
         "stream": {"checkpoint_dir": work / "checkpoints", "metrics_http_port": 0},
-        "detect": {"skew_window_seconds": SKEW_WINDOW,
-                   # Leader balance on the sandbox is not what these tests are about.
-                   "leader_window_seconds": 86400.0},
+        "detect": detect,
     }))
     config = load(config_path, env={**os.environ, "SELFHEAL_SANDBOX_DIR": sandbox.work_dir})
     bus = Bus(config)
