@@ -5,6 +5,7 @@
    cross-rack count) next to Java's `RangeAssignor.assign(cluster, group)` (racks from
    the cluster metadata, the assignment), best and median of several runs after a
    warm-up; the target is Python within 2x of Java. Both assignments must be the same.
+   `assign_range` alone is timed too, to show what the racks' pass around it costs.
 2. Cooperative-sticky on generated groups (equal and mixed subscriptions, members
    without a rack, partitions in one rack): our plan against Java's
    CooperativeStickyAssignor on a fresh group: balance (max - min partitions per
@@ -30,6 +31,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -223,23 +225,37 @@ STICKY_SHAPES = (
 
 
 def range_figures(java: list[str] | None, work: Path) -> None:
-    print("rack-aware range, 1,000 members x 10,000 partitions")
-    print("ms: best/median wall (best/median CPU: the calling thread's, Java's plus its GC)")
-    print("ratio: python/java medians, wall then CPU; Java warmed up (20 calls) first")
-    print(f"{'shape':<38}{'python plan_consumers':>24}{'java assign':>24}{'ratio':>12}  same")
+    print("rack-aware range, 1,000 members x 10,000 partitions; target: python <= 2x java")
+    print("python: plan_consumers(model, g, 'range') in-process (the model's racks, the")
+    print("  assignment, the cross-rack count); assign_range: the assignment alone (CPU)")
+    print("java: RangeAssignor.assign(cluster, group), warmed up by 20 calls first")
+    print("ms: median of 15 runs (best); CPU: the calling thread's (Java's plus its GC)")
+    print("ratio: python plan_consumers median / java assign median, wall then CPU")
+    header = ("python wall", "java wall", "ratio", "python cpu", "java cpu", "ratio")
+    print(f"{'shape':<36}" + "".join(f"{h:>12}" for h in header) + "  assign_range  same")
     for n, (label, shape) in enumerate(RANGE_SHAPES):
         members, racks = generate(n, 1000, 10_000, **shape)  # type: ignore[arg-type]
         model = model_of(members, racks)
-        ours, plan = timed(lambda m=model: plan_consumers(m, "g", "range"), 3, 15)
-        if java is None:
-            print(f"{label:<38}{ours!s:>24}", flush=True)
-            continue
-        path = work / f"range-{n}.group"
-        write_group(path, members, racks)
-        [(theirs, assignment)] = run_java(java, "range", 20, 15, [path])
-        same = "yes" if assignment == plan.assignment else "NO"
-        ratio = f"{ours.median / theirs.median:.1f}x/{ours.cpu_median / theirs.cpu_median:.1f}x"
-        print(f"{label:<38}{ours!s:>24}{theirs!s:>24}{ratio:>12}  {same}", flush=True)
+        ours, plan = timed(partial(plan_consumers, model, "g", "range"), 3, 15)
+        alone, _ = timed(partial(assign_range, members, racks), 3, 15)
+        cells = [_ms(ours.median, ours.best), "-", "-", _ms(ours.cpu_median, ours.cpu_best)]
+        cells += ["-", "-"]
+        same = "-"
+        if java is not None:
+            path = work / f"range-{n}.group"
+            write_group(path, members, racks)
+            [(theirs, assignment)] = run_java(java, "range", 20, 15, [path])
+            cells[1] = _ms(theirs.median, theirs.best)
+            cells[2] = f"{ours.median / theirs.median:.1f}x"
+            cells[4] = _ms(theirs.cpu_median, theirs.cpu_best)
+            cells[5] = f"{ours.cpu_median / theirs.cpu_median:.1f}x"
+            same = "yes" if assignment == plan.assignment else "NO"
+        row = "".join(f"{c:>12}" for c in cells)
+        print(f"{label:<36}{row}{_ms(alone.cpu_median, alone.cpu_best):>14}  {same}", flush=True)
+
+
+def _ms(median: float, best: float) -> str:
+    return f"{median:.0f} ({best:.0f})"
 
 
 def sticky_figures(java: list[str] | None, work: Path) -> None:
