@@ -288,13 +288,22 @@ def down(state: SandboxState, keep_data: bool = False, progress: Progress = _qui
 
 def start_broker(state: SandboxState, broker_id: int, timeout: float = 120.0,
                  progress: Progress = _quiet) -> None:
-    b = state.broker(broker_id)
-    if processes.is_running(b.pid, b.marker):
-        raise SandboxError(f"broker {broker_id} is already running (pid {b.pid})")
-    _wait_unregistered(state, broker_id, progress)
-    jvm.start(state, b)
-    progress(f"broker {broker_id} starting (pid {b.pid})")
-    wait_ready(state, [broker_id], timeout=timeout, progress=progress)
+    start_brokers(state, [broker_id], timeout=timeout, progress=progress)
+
+
+def start_brokers(state: SandboxState, broker_ids: list[int], timeout: float = 120.0,
+                  progress: Progress = _quiet) -> None:
+    """Start the given stopped brokers together, then wait until all are ready."""
+    wanted = [state.broker(i) for i in broker_ids]
+    for b in wanted:
+        if processes.is_running(b.pid, b.marker):
+            raise SandboxError(f"broker {b.node_id} is already running (pid {b.pid})")
+    for b in wanted:
+        _wait_unregistered(state, b.node_id, progress)
+    for b in wanted:
+        jvm.start(state, b)
+        progress(f"broker {b.node_id} starting (pid {b.pid})")
+    wait_ready(state, broker_ids, timeout=timeout, progress=progress)
 
 
 def _wait_unregistered(state: SandboxState, broker_id: int, progress: Progress,
@@ -326,13 +335,24 @@ def _wait_unregistered(state: SandboxState, broker_id: int, progress: Progress,
 def kill_broker(state: SandboxState, broker_id: int, graceful: bool = False,
                 progress: Progress = _quiet) -> None:
     """SIGKILL (a crash) or, with ``graceful``, SIGTERM (controlled shutdown)."""
-    b = state.broker(broker_id)
-    if not processes.is_running(b.pid, b.marker):
-        raise SandboxError(f"broker {broker_id} is not running")
+    kill_brokers(state, [broker_id], graceful=graceful, progress=progress)
+
+
+def kill_brokers(state: SandboxState, broker_ids: list[int], graceful: bool = False,
+                 progress: Progress = _quiet) -> None:
+    """Signal the given brokers together (SIGKILL, or SIGTERM with ``graceful``), then
+    wait until every one is gone."""
+    wanted = [state.broker(i) for i in broker_ids]
+    for b in wanted:
+        if not processes.is_running(b.pid, b.marker):
+            raise SandboxError(f"broker {b.node_id} is not running")
     sig = signal.SIGTERM if graceful else signal.SIGKILL
-    processes.stop(b.pid, b.marker, timeout=60, sig=sig)
-    progress(f"broker {broker_id} (pid {b.pid}) {'stopped' if graceful else 'killed'}")
-    b.pid = None
+    for b in wanted:
+        processes.send(b.pid, b.marker, sig)
+    for b in wanted:
+        processes.wait_gone(b.pid, b.marker, timeout=60)
+        progress(f"broker {b.node_id} (pid {b.pid}) {'stopped' if graceful else 'killed'}")
+        b.pid = None
     state.save()
 
 

@@ -81,26 +81,39 @@ def _reap(pid: int) -> None:
 
 def stop(pid: int | None, marker: str, timeout: float = 30.0, sig: int = signal.SIGTERM) -> bool:
     """Signal ``pid`` (SIGTERM first, SIGKILL after ``timeout`` s); True if it was running."""
+    if not send(pid, marker, sig):
+        return False
+    wait_gone(pid, marker, timeout)
+    return True
+
+
+def send(pid: int | None, marker: str, sig: int) -> bool:
+    """Signal ``pid`` if it is still the process named by ``marker``; True if it was."""
     if not is_running(pid, marker):
         return False
     assert pid is not None
     try:
         os.kill(pid, sig)
     except ProcessLookupError:
-        return True
+        pass
+    return True
+
+
+def wait_gone(pid: int | None, marker: str, timeout: float = 30.0) -> None:
+    """Wait up to ``timeout`` s for a signalled ``pid`` to exit, then SIGKILL it."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not is_running(pid, marker):
-            return True
+            return
         time.sleep(0.1)
+    assert pid is not None
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
-        return True
+        return
     deadline = time.monotonic() + 10
     while is_running(pid, marker) and time.monotonic() < deadline:
         time.sleep(0.1)
-    return True
 
 
 def rss_bytes(pid: int) -> int:

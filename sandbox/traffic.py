@@ -91,6 +91,7 @@ class BackgroundProducer(threading.Thread):
         self.acked: list[str] = []
         self.at: dict[str, tuple[int, int]] = {}  # acknowledged value -> (partition, offset)
         self.errors: list[str] = []
+        self.refused: list[str] = []  # produce() raised: the message never entered the client
         self.sent = 0
         self._stop_event = threading.Event()
         self._prefix = uuid.uuid4().hex[:8]
@@ -104,6 +105,8 @@ class BackgroundProducer(threading.Thread):
             self.errors.append(str(err))
 
     def run(self) -> None:
+        from confluent_kafka import KafkaException
+
         producer = _producer(self.state)
         while not self._stop_event.is_set():
             try:
@@ -112,6 +115,10 @@ class BackgroundProducer(threading.Thread):
                 self.sent += 1
             except BufferError:
                 pass
+            except KafkaException as exc:  # e.g. the topic unknown while every broker restarts
+                # Refused before it was queued: never acknowledged, so never expected (an
+                # application sees the same exception); keep producing.
+                self.refused.append(str(exc))
             producer.poll(self.interval)
         producer.flush(120)
 

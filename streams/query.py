@@ -21,6 +21,21 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 
 Say = Callable[[str], None]
 
+# How the driver asks the bus for its latest offsets each trigger (Spark's admin
+# listOffsets). With the clients' defaults, a ListOffsets sent to a leader that had just
+# died waited on it for a 30 s request timeout, twice, before the metadata named the new
+# leader: a micro-batch stalled ~60 s after every broker death or failed dir under a bus
+# partition (a thread dump showed the query thread in `listOffsets`). A short request
+# timeout makes the admin look the leader up again within seconds; Spark retries a failed
+# fetch on a fresh admin, so the job still rides out a bus outage of
+# numRetries x (api timeout + interval), about 5 minutes, before it stops.
+OFFSET_FETCH = {
+    "kafka.request.timeout.ms": "5000",
+    "kafka.default.api.timeout.ms": "15000",
+    "fetchOffset.numRetries": "20",
+    "fetchOffset.retryIntervalMs": "1000",
+}
+
 
 class JobError(RuntimeError):
     """The job cannot run here; the message says what to fix."""
@@ -107,6 +122,8 @@ def build_query(spark: Any, config: Config, options: JobOptions,
             # The 500 ms default made every batch wait about a second for its last fetch.
             .option("kafka.fetch.max.wait.ms", "10")
         )
+        for key, value in OFFSET_FETCH.items():
+            reader = reader.option(key, value)
         if limit is not None:
             reader = reader.option("maxOffsetsPerTrigger", str(limit))
         return reader.load().select("topic", "partition", "offset", "timestamp", "value")

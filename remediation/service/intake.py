@@ -3,6 +3,13 @@
 Offsets are committed only after the executor has stored (or refused, with the reason
 in the audit) the record, so a crash re-reads at most the records in hand; the store
 knows every action id, so a re-read record is a duplicate, never a second action.
+
+The topic's partitions are assigned, not subscribed: the executor lock already makes this
+serve the only reader, and a group rebalance only added waiting. A serve that reconnected
+after the bus was away (or took over from a killed one) joined as a new member and waited
+for the old member's session to expire, ~35-45 s, before it read a record. Offsets are
+still committed to the intake group, so a restart, a standby and the lag metrics read
+them as before.
 When the cluster cannot be read the record is kept and retried: nothing is decided on
 a guess and nothing is skipped.
 """
@@ -10,12 +17,15 @@ a guess and nothing is skipped.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from remediation.executor.cluster import ClusterError
 from remediation.executor.runner import Executor, Received
 from remediation.service.outbox import source_text
+
+PARTITIONS_CHECK_SECONDS = 60.0
 
 
 class Intake:
@@ -30,11 +40,32 @@ class Intake:
         self._count = count
         self._log = log
         self._waiting: str | None = None  # the record the cluster could not be read for
-        consumer.subscribe([topic])
+        self._partitions = 0
+        self._checked = -PARTITIONS_CHECK_SECONDS
+        self._assign()
+
+    def _assign(self) -> None:
+        """Read every partition of the topic, each from the group's committed offset (the
+        earliest where none); partitions added to the topic are taken in within a minute."""
+        from confluent_kafka import OFFSET_STORED, TopicPartition
+
+        self._checked = time.monotonic()
+        topic = self.consumer.list_topics(self.topic, timeout=10).topics.get(self.topic)
+        count = len(topic.partitions) if topic is not None and topic.error is None else 0
+        if count > self._partitions:
+            self.consumer.incremental_assign([
+                TopicPartition(self.topic, p, OFFSET_STORED)
+                for p in range(self._partitions, count)])
+            self._partitions = count
 
     def poll(self, timeout: float, stop: threading.Event) -> int:
         """Take in what arrives within `timeout` seconds; returns how many were handled."""
         handled = 0
+        if time.monotonic() - self._checked > PARTITIONS_CHECK_SECONDS:
+            try:
+                self._assign()
+            except Exception as exc:  # the bus away: the partitions in hand still read
+                self._log(f"reading {self.topic}'s partitions: {exc}; trying again later")
         batch = self.consumer.consume(num_messages=100, timeout=timeout)
         for i, msg in enumerate(batch):
             if stop.is_set():
