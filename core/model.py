@@ -2,12 +2,16 @@
 
 What sits on each log dir comes from the loader, which notes it while validating;
 the sums planners need (bytes per dir, replicas and bytes per broker, partitions with
-an offline replica) are computed from it on first use.
+an offline replica) are computed from it on first use, and so are the racks of each
+consumed topic's replicas (the consumer planners ask for them once per group).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cached_property
+from itertools import groupby
+from operator import attrgetter, lt
 from pathlib import Path
 from typing import IO
 
@@ -22,6 +26,8 @@ from schemas.snapshot import (
 )
 
 DirKey = tuple[int, str]  # (broker id, log dir path)
+
+_TOPIC = attrgetter("topic")
 
 
 class ClusterModel:
@@ -40,6 +46,8 @@ class ClusterModel:
             (b.id, d.path) for b in snapshot.brokers for d in b.log_dirs if not d.online
         )
         self.brokers_with_offline_dir: frozenset[int] = frozenset(b for b, _ in self.offline_dirs)
+        self._racks_of: dict[tuple[int, ...], frozenset[str]] = {}  # by replica brokers
+        self._replica_racks: dict[str, dict[int, frozenset[str]]] = {}  # by topic
 
     @classmethod
     def load(cls, source: str | Path | IO[str] | IO[bytes]) -> ClusterModel:
@@ -133,6 +141,65 @@ class ClusterModel:
         if d.total_bytes is not None:
             return max(0, d.total_bytes - self.dir_bytes[(broker, path)])
         return None
+
+    # --- racks ------------------------------------------------------------------------
+
+    @cached_property
+    def _partitions_by_topic(self) -> dict[str, list[Partition]]:
+        """Each topic's partitions as the snapshot lists them, topics in the order they
+        first appear."""
+        found: dict[str, list[Partition]] = {}
+        for topic, run in groupby(self.partitions, _TOPIC):
+            found.setdefault(topic, []).extend(run)
+        return found
+
+    @cached_property
+    def _topic_rank(self) -> dict[str, int]:
+        return {t: k for k, t in enumerate(self._partitions_by_topic)}
+
+    def replica_racks(self, topics: Iterable[str]) -> dict[str, dict[int, frozenset[str]]]:
+        """For each of `topics` in the snapshot (in the snapshot's order): partition number
+        -> the racks of its replicas on alive brokers, by partition number. Made on first
+        ask and kept (the consumer planners ask again per group); each call gets copies."""
+        index = self._partitions_by_topic
+        present = [t for t in set(topics) if t in index]
+        if len(present) > 1:
+            present.sort(key=self._topic_rank.__getitem__)
+        return {t: dict(self._racks_of_topic(t)) for t in present}
+
+    def _racks_of_topic(self, topic: str) -> dict[int, frozenset[str]]:
+        found = self._replica_racks.get(topic)
+        if found is not None:
+            return found
+        found = {}
+        # A cluster has few distinct replica lists: one set of racks each, shared. The
+        # unpacking and the try are the quick paths of 3.11's interpreter (a map over
+        # the replicas, or a dict subclass, took twice as long at 10,000 partitions).
+        seen, alive, rack_of = self._racks_of, self.alive, self.rack_of
+        for p in self._partitions_by_topic[topic]:
+            replicas = p.replicas
+            n = len(replicas)
+            if n == 3:
+                a, b, c = replicas
+                brokers: tuple[int, ...] = (a.broker, b.broker, c.broker)
+            elif n == 2:
+                a, b = replicas
+                brokers = (a.broker, b.broker)
+            elif n == 1:
+                brokers = (replicas[0].broker,)
+            else:
+                brokers = tuple([r.broker for r in replicas])
+            try:
+                found[p.partition] = seen[brokers]
+            except KeyError:
+                found[p.partition] = seen[brokers] = frozenset(
+                    rack for x in brokers if x in alive and (rack := rack_of[x]) is not None
+                )
+        numbers = list(found)
+        if not all(map(lt, numbers, numbers[1:])):
+            found = dict(sorted(found.items()))
+        self._replica_racks[topic] = found
+        return found
 
     def partition_index(self) -> dict[tuple[str, int], int]:
         """(topic, partition) -> index into `partitions`."""

@@ -8,6 +8,7 @@ consumers "consumer0".. with the given racks and topics.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import random
@@ -25,6 +26,7 @@ from core.plan.consumers import (
     assign_range,
     cross_rack,
     plan_consumers,
+    topic_racks,
 )
 from core.plan.errors import PlanError
 from schemas.snapshot import Member
@@ -240,6 +242,48 @@ def test_unknown_group_and_unknown_strategy_are_plan_errors():
         plan_consumers(m, "nope")
     with pytest.raises(PlanError, match="unknown strategy"):
         plan_consumers(m, "g", "roundrobin")
+
+
+def test_topic_racks_are_the_alive_replicas_racks_by_partition_number():
+    # Topics interleaved and partitions out of order in the snapshot, four replicas on
+    # one, a dead broker (its rack does not count) and a broker without a rack.
+    brokers = [
+        broker(0, "a"),
+        broker(1, "b"),
+        broker(2, "c", alive=False),
+        broker(3),
+        broker(4, "d"),
+    ]
+    parts = [
+        partition("t2", 1, [0, 1]),
+        partition("t1", 2, [2, 0]),
+        partition("t2", 0, [3]),
+        partition("t1", 0, [0, 1, 3, 4]),
+        partition("t1", 1, [2]),
+    ]
+    m = model(doc(brokers, parts))
+    want = {
+        "t2": {0: frozenset(), 1: frozenset({"a", "b"})},
+        "t1": {0: frozenset({"a", "b", "d"}), 1: frozenset(), 2: frozenset({"a"})},
+    }
+    first = topic_racks(m, ["t1", "t2", "nope"])
+    assert [(t, list(ps.items())) for t, ps in first.items()] == [
+        (t, sorted(ps.items())) for t, ps in want.items()
+    ]
+    first["t1"].clear()  # the caller's copy: the model keeps its own
+    assert topic_racks(m, {"t1"}) == {"t1": want["t1"]}
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_range_plan_leaves_the_garbage_collector_as_it_found_it(enabled):
+    m = model(kafka_case(UNIFORM, 1, racks(3), racks(3), ALL3))
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        plan_consumers(m, "g", "range")
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()
 
 
 # --- cooperative-sticky ----------------------------------------------------------------
