@@ -275,10 +275,19 @@ def down(state: SandboxState, keep_data: bool = False, progress: Progress = _qui
         progress("stopped airflow")
     if prometheus.stop(state.work_dir):
         progress("stopped prometheus")
-    for server in reversed(state.servers()):
-        if processes.stop(server.pid, server.marker, timeout=30):
+    # The brokers together, then the controller or ZooKeeper they report to. One by one,
+    # each broker's controlled shutdown moved its leaders to brokers about to stop too:
+    # ~15 s a broker on a sandbox a test session had filled with topics. When the data
+    # goes anyway a clean shutdown buys nothing, so it gets 10 s before SIGKILL.
+    grace = 30.0 if keep_data else 10.0
+    head = [s for s in (state.zookeeper, state.controller) if s is not None]
+    for group in (list(state.brokers), head):
+        signalled = [s for s in group if processes.send(s.pid, s.marker, signal.SIGTERM)]
+        for server in signalled:
+            processes.wait_gone(server.pid, server.marker, timeout=grace)
             progress(f"stopped {server.role} {server.node_id} (pid {server.pid})")
-        server.pid = None
+        for server in group:
+            server.pid = None
     if keep_data:
         state.save()
     else:
