@@ -95,6 +95,7 @@ class Executor:
         self._last_error: str | None = None
         self._seen: set[str] = set()  # actions this executor has stepped
         self.errors = 0  # Kafka calls that failed (retried on the next tick)
+        self.failing_since: float | None = None  # monotonic time of the first of a run of them
 
     # --- intake -------------------------------------------------------------------------
 
@@ -187,8 +188,11 @@ class Executor:
                 if approved:
                     self.step(approved[0])
             self._last_error = None
+            self.failing_since = None
         except ClusterError as exc:
             self.errors += 1
+            if self.failing_since is None:
+                self.failing_since = time.monotonic()
             if str(exc) != self._last_error:  # say it once, not every tick
                 self._log(f"{exc}; retrying")
                 self._last_error = str(exc)

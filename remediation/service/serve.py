@@ -37,6 +37,8 @@ from schemas.records import Action, ConsumerAssignment
 OUTBOX_SECONDS = 1.0
 HOLDER_REFRESH_SECONDS = 5.0
 RETRY_SECONDS = 5.0
+# The executor's reads failing this long: its clients are rebuilt (`_lead` starts again).
+CLIENT_RESET_SECONDS = 30.0
 
 
 def say(message: str) -> None:
@@ -229,6 +231,13 @@ class Serve:
                 self.runtime.ticks += 1
                 self.runtime.last_tick_seconds = time.monotonic() - now
                 next_tick = now + tick
+                failing = executor.failing_since
+                if failing is not None and now - failing > CLIENT_RESET_SECONDS:
+                    # Kafka answered other clients but not this admin for a while after
+                    # a ZooKeeper outage and restarts (a chaos run: ECONNREFUSED for 4 min
+                    # while every broker listened): start again with new clients.
+                    raise ClusterError(f"the cluster has not answered for "
+                                       f"{now - failing:.0f} s; reconnecting with new clients")
             if now >= next_publish:
                 outbox.publish()
                 next_publish = now + OUTBOX_SECONDS
