@@ -212,6 +212,20 @@ def scenario(state: SandboxState, work: Path, name: str, policy: str = POLICY,
             yield s
     finally:
         traffic.delete_topic(state, topic)
+        # After the checks (which fail on a throttle left): a scenario that failed
+        # mid-reassignment must not fail the next one on its broker throttles.
+        clear_broker_throttles(state)
+
+
+def clear_broker_throttles(state: SandboxState) -> None:
+    """Delete every replication throttle rate set on the live brokers."""
+    from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+
+    ops = {key: (AlterConfigOp.DELETE, None) for key in THROTTLE_RATES}
+    with kafka_admin(state) as admin:
+        admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, str(b), ops)
+                             for b in sorted(cluster.live_broker_ids(state))],
+                            raise_on_unknown=False, incremental=True)
 
 
 @contextmanager
