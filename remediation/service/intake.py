@@ -26,6 +26,9 @@ from remediation.executor.runner import Executor, Received
 from remediation.service.outbox import source_text
 
 PARTITIONS_CHECK_SECONDS = 60.0
+# While the topic shows no partition yet (just created, its metadata not everywhere yet;
+# one full run's serve assigned nothing at start and read no action for minutes).
+NO_PARTITIONS_RETRY_SECONDS = 1.0
 
 
 class Intake:
@@ -51,7 +54,8 @@ class Intake:
 
         self._checked = time.monotonic()
         topic = self.consumer.list_topics(self.topic, timeout=10).topics.get(self.topic)
-        count = len(topic.partitions) if topic is not None and topic.error is None else 0
+        # A partition without a leader yet is assigned all the same: it is read once led.
+        count = len(topic.partitions) if topic is not None else 0
         if count > self._partitions:
             self.consumer.incremental_assign([
                 TopicPartition(self.topic, p, OFFSET_STORED)
@@ -61,7 +65,8 @@ class Intake:
     def poll(self, timeout: float, stop: threading.Event) -> int:
         """Take in what arrives within `timeout` seconds; returns how many were handled."""
         handled = 0
-        if time.monotonic() - self._checked > PARTITIONS_CHECK_SECONDS:
+        due = PARTITIONS_CHECK_SECONDS if self._partitions else NO_PARTITIONS_RETRY_SECONDS
+        if time.monotonic() - self._checked > due:
             try:
                 self._assign()
             except Exception as exc:  # the bus away: the partitions in hand still read
