@@ -137,6 +137,22 @@ def test_a_dir_move_on_a_broker_that_is_not_skewed_is_superseded() -> None:
     assert not applies(move(1, "/d2", [1, 2]), skewed, skew_threshold=1.6).applies
 
 
+def test_a_plan_for_two_brokers_runs_while_one_of_them_is_still_skewed() -> None:
+    # Broker 1 evened out since the plan; broker 2 (3 GiB on /d1, 1 GiB on /d2) did not.
+    view = cluster(partition("t", 0, [(1, "/d1", GIB), (2, "/d1", 3 * GIB)]),
+                   partition("t", 1, [(1, "/d2", GIB), (2, "/d2", GIB)]))
+    both = action("move_replica_dirs", {"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["/d2", "/d2"]}]})
+    assert applies(both, view).applies
+    # Both even: nothing to do, and the reason names both.
+    even = cluster(partition("t", 0, [(1, "/d1", GIB), (2, "/d1", GIB)]),
+                   partition("t", 1, [(1, "/d2", GIB), (2, "/d2", GIB)]))
+    verdict = applies(both, even)
+    assert not verdict.applies
+    assert "broker 1 is not skewed" in verdict.reason and "broker 2 is not skewed" in \
+        verdict.reason
+
+
 def test_the_premise_counts_the_whole_cluster_not_only_the_actions_topics() -> None:
     only_t = cluster(partition("t", 0, [(1, "/d1", GIB), (2, "/d1", GIB)]))
     assert applies(move(1, "/d2", [1, 2]), only_t).applies  # /d1 full, /d2 empty
