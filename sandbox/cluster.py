@@ -498,6 +498,23 @@ def _run_root(argv: list[str], what: str) -> None:
                            "CAP_SYS_ADMIN)")
 
 
+def _unmount(path: str, timeout: float = 15.0) -> None:
+    """Unmount a small disk, waiting out "target is busy": a stopped broker's process can
+    be reported gone a moment before the kernel has closed its files (a full run's heal
+    failed that way and left the broker down for the next tests)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = subprocess.run(["umount", path], capture_output=True, text=True, check=False)
+        if done.returncode == 0:
+            return
+        if "busy" not in done.stderr or time.monotonic() > deadline:
+            raise SandboxError(f"could not unmount the small disk at {path}: "
+                               f"{done.stderr.strip() or done.returncode} (a small disk is a "
+                               "tmpfs mount: run as root, or with CAP_SYS_ADMIN; if busy, "
+                               f"`fuser -vm {path}` names who holds it)")
+        time.sleep(0.5)
+
+
 def heal_disk(state: SandboxState, broker_id: int, dir_ref: str, timeout: float = 120.0,
               progress: Progress = _quiet) -> str:
     """Put an empty, working disk back and restart the broker.
@@ -517,7 +534,7 @@ def heal_disk(state: SandboxState, broker_id: int, dir_ref: str, timeout: float 
         b.pid = None
         state.save()
     if small:
-        _run_root(["umount", path], f"unmount the small disk at {path}")
+        _unmount(path)
         shutil.rmtree(path)
     else:
         Path(path).unlink()
