@@ -26,8 +26,8 @@ from remediation.executor.runner import Executor, Received
 from remediation.service.outbox import source_text
 
 PARTITIONS_CHECK_SECONDS = 60.0
-# While the topic shows no partition yet (just created, its metadata not everywhere yet;
-# one full run's serve assigned nothing at start and read no action for minutes).
+# While the topic shows no partition yet (just created, its metadata not everywhere yet),
+# it is asked again this often rather than a minute later.
 NO_PARTITIONS_RETRY_SECONDS = 1.0
 
 
