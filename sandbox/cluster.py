@@ -504,14 +504,14 @@ def _unmount(path: str, timeout: float = 15.0) -> None:
     failed that way and left the broker down for the next tests)."""
     deadline = time.monotonic() + timeout
     while True:
-        done = subprocess.run(["umount", path], capture_output=True, text=True, check=False)
-        if done.returncode == 0:
+        try:
+            _run_root(["umount", path], f"unmount the small disk at {path}")
             return
-        if "busy" not in done.stderr or time.monotonic() > deadline:
-            raise SandboxError(f"could not unmount the small disk at {path}: "
-                               f"{done.stderr.strip() or done.returncode} (a small disk is a "
-                               "tmpfs mount: run as root, or with CAP_SYS_ADMIN; if busy, "
-                               f"`fuser -vm {path}` names who holds it)")
+        except SandboxError as exc:
+            if "busy" not in str(exc):
+                raise
+            if time.monotonic() > deadline:
+                raise SandboxError(f"{exc}; `fuser -vm {path}` names who holds it") from exc
         time.sleep(0.5)
 
 
