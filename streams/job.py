@@ -117,7 +117,7 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
         try:
             if query is not None and query.isActive:
                 say("stopping the query")
-                _between_batches(query)
+                _between_batches(query, sink)
                 query.stop()
         except Exception as exc:
             if not stop.is_set():
@@ -162,20 +162,26 @@ def _own_checkpoint(config: Config, options: JobOptions, say: Say) -> JobOptions
 STOP_WAIT_SECONDS = 30.0
 
 
-def _between_batches(query: Any, timeout: float = STOP_WAIT_SECONDS) -> None:
-    """Wait (bounded) until no micro-batch is running. Stopping interrupts the batch in
-    flight, and Spark then matches the Python error's whole text against a regex that
-    overflows the JVM stack on long texts: the stream thread died with a
+def _between_batches(query: Any, sink: BatchSink | None,
+                     timeout: float = STOP_WAIT_SECONDS) -> None:
+    """Wait (bounded) until no batch body runs in this process. Stopping interrupts the
+    batch in flight, and Spark then matches the Python error's whole text against a
+    regex that overflows the JVM stack on long texts: the stream thread died with a
     StackOverflowError instead of stopping. Nothing is lost either way (the checkpoint
-    re-runs an unfinished batch); this keeps the stop clean."""
+    re-runs an unfinished batch); this keeps the stop clean.
+
+    Batches that outlast the trigger run back to back, so waiting for the trigger to be
+    idle waited out the whole bound on every stop; the sink's own flag says the moment a
+    body returns, and the query thread then only commits and plans the next batch."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if sink is not None and sink.idle.wait(0.05):
+            return
         try:
             if not query.status.get("isTriggerActive", False):
                 return
         except Exception:  # the query ended meanwhile: nothing to wait for
             return
-        time.sleep(0.05)
 
 
 def submitted() -> bool:

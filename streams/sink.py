@@ -5,6 +5,7 @@ failed delivery fails the batch, which Spark then runs again."""
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 from core import clock
@@ -34,8 +35,20 @@ class BatchSink:
         self.signer = signer(config)
         self.actions_topic = config.topic("actions")
         self.dead_letter_topic = config.topic("dead-letter")
+        # Set while no batch body runs here: the whole batch (the Kafka read, the state,
+        # the decisions) runs inside `frame.collect()`, so between two calls the query
+        # thread only commits and plans, and a stop there interrupts no Python.
+        self.idle = threading.Event()
+        self.idle.set()
 
     def __call__(self, frame: Any, batch_id: int) -> None:
+        self.idle.clear()
+        try:
+            self._write(frame, batch_id)
+        finally:
+            self.idle.set()
+
+    def _write(self, frame: Any, batch_id: int) -> None:
         rows = frame.collect()
         output = BatchOutput()
         errors: list[str] = []
