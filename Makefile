@@ -14,12 +14,13 @@ APT_STAMP := .make/apt.stamp
 # Prometheus (and its promtool) for the alert rules and the dashboards' queries.
 APT_PACKAGES := openjdk-17-jdk-headless maven chromium prometheus-alertmanager prometheus
 
-.PHONY: demo test bench lint jars venv deps clean-sandbox help dashboards
+.PHONY: demo test chaos bench lint jars venv deps clean-sandbox help dashboards
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make demo    bring up the sandbox cluster, break a disk, watch it heal"
 	@echo "make test    lint, then every test (unit, integration on the sandbox, e2e)"
+	@echo "make chaos   only the chaos suite (faults injected into the whole loop; make test runs it too)"
 	@echo "make bench   print performance figures"
 	@echo "make lint    ruff and mypy"
 	@echo "make dashboards  write the Grafana dashboards' JSON to dashboards/json/"
@@ -61,6 +62,10 @@ demo: deps
 # Lint first: a tree that does not lint is not green, whatever the tests say.
 test: deps lint
 	$(PY) -m pytest -q -p no:cacheprovider --durations=25
+
+# The chaos suite alone (tests/chaos, ~15 min): make test runs it with everything else.
+chaos: deps
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15 tests/chaos
 
 bench: deps
 	$(PY) -m bench
