@@ -3,8 +3,8 @@
 The one place that turns Admin API replies into `schemas/cluster-snapshot.schema.json`:
 the snapshot collector publishes what it returns, and the executor re-reads the cluster
 with it before acting. Calls: DescribeCluster (brokers, racks, fenced), Metadata
-(partitions, leaders, ISR), and DescribeLogDirs broker by broker (dirs, sizes, which dir
-holds which replica).
+(partitions, leaders, ISR), and DescribeLogDirs of every broker, a bounded number at a
+time (dirs, sizes, which dir holds which replica).
 
 A failed dir has no replicas in DescribeLogDirs. To still say which partitions sat on
 it, a `PlacementMemory` carried from one read to the next keeps every replica's last
@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from core import clock
 
@@ -25,6 +26,14 @@ from core import clock
 KAFKA_STORAGE_ERROR = 56
 
 ReplicaKey = tuple[str, int, int]  # (topic, partition, broker)
+
+# DescribeLogDirs in flight at once. One at a time, a fleet's snapshot waited on every
+# broker in turn (each answer takes longer the more replicas the broker holds); the admin
+# client runs concurrent callers' requests on its one I/O thread, and a bound keeps a
+# fleet of hundreds from asking every broker at the same moment.
+DESCRIBE_CONCURRENCY = 8
+
+T = TypeVar("T")
 
 
 class LiveReadError(RuntimeError):
@@ -112,6 +121,18 @@ def describe_dirs(admin: Any, broker: int, attempts: int = 2) -> BrokerDirs | No
     return None
 
 
+def per_broker(ask: Callable[[int], T], brokers: Iterable[int],
+               concurrency: int = DESCRIBE_CONCURRENCY) -> dict[int, T]:
+    """``ask(broker)`` for every broker, at most ``concurrency`` at a time; broker -> answer
+    in broker order. ``ask`` handles its own errors (one broker's must not cost the rest)."""
+    ordered = sorted(brokers)
+    if len(ordered) <= 1 or concurrency <= 1:
+        return {b: ask(b) for b in ordered}
+    with ThreadPoolExecutor(max_workers=min(concurrency, len(ordered)),
+                            thread_name_prefix="describe-log-dirs") as pool:
+        return dict(zip(ordered, pool.map(ask, ordered), strict=True))
+
+
 def read_snapshot(admin: Any, cluster_id: str | None = None,
                   memory: PlacementMemory | None = None) -> dict[str, Any]:
     """A snapshot of the cluster ``admin`` talks to, as plain JSON data.
@@ -130,7 +151,7 @@ def read_snapshot(admin: Any, cluster_id: str | None = None,
     }
     for b in cluster["brokers"]:
         memory.racks[b["broker_id"]] = b.get("rack") or None
-    answers = {b: describe_dirs(admin, b) for b in sorted(registered)}
+    answers = per_broker(lambda b: describe_dirs(admin, b), registered)
 
     partitions = []
     mentioned: set[int] = set()

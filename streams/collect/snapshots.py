@@ -167,7 +167,7 @@ class SnapshotCollector:
 
     def probe(self, sink: RecordSink) -> bool:
         """Dir errors and membership only; True when they differ from the last look."""
-        from core.live import broker_dirs
+        from core.live import broker_dirs, per_broker
 
         started = time.monotonic()
         try:
@@ -177,14 +177,15 @@ class SnapshotCollector:
             self.close_admin()
             raise
         alive = {b["broker_id"] for b in cluster["brokers"] if not b.get("is_fenced", False)}
-        answered: dict[int, list[str]] = {}
-        for broker in sorted(alive):
+
+        def offline(broker: int) -> list[str] | None:
             try:
                 (reply,) = admin.describe_log_dirs(topic_partitions={}, brokers=[broker])
             except Exception:
-                continue  # down or unreachable: its dirs keep what was last seen
-            dirs = broker_dirs(reply).dirs
-            answered[broker] = [path for path, info in dirs.items() if not info["online"]]
+                return None  # down or unreachable: its dirs keep what was last seen
+            return [path for path, info in broker_dirs(reply).dirs.items() if not info["online"]]
+
+        answered = {b: dirs for b, dirs in per_broker(offline, alive).items() if dirs is not None}
         changed = self.observe(sink, alive, answered)
         self.run.telemetry.succeeded(time.monotonic() - started)
         return changed

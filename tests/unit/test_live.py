@@ -3,7 +3,9 @@ replica that no online dir lists is said to be."""
 
 from __future__ import annotations
 
-from core.live import KAFKA_STORAGE_ERROR, PlacementMemory, _replica, broker_dirs
+import threading
+
+from core.live import KAFKA_STORAGE_ERROR, PlacementMemory, _replica, broker_dirs, per_broker
 
 
 def reply(*dirs: tuple[str, int, list[tuple[str, int, int, bool]]]) -> dict:
@@ -39,3 +41,39 @@ def test_an_unlisted_replica_is_placed_by_memory_or_on_the_one_failed_dir():
     assert _replica(("t", 2), 1, two_failed, memory)["log_dir"] is None
     # the broker did not answer: its last known dir
     assert _replica(("t", 1), 1, None, memory)["log_dir"] == "/d1"
+
+
+def test_brokers_are_asked_several_at_once_never_more_than_the_bound():
+    bound = 4
+    together = threading.Barrier(bound, timeout=30)  # broken unless 4 calls overlap
+    lock, in_flight, peak = threading.Lock(), [0], [0]
+
+    def ask(broker: int) -> str:
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+        try:
+            if broker < bound:
+                together.wait()
+            return f"dirs of {broker}"
+        finally:
+            with lock:
+                in_flight[0] -= 1
+
+    answers = per_broker(ask, [9, 3, 0, 7, 1, 2, 8, 5, 6, 4], concurrency=bound)
+    assert list(answers) == list(range(10))
+    assert answers == {b: f"dirs of {b}" for b in range(10)}
+    assert peak[0] == bound
+
+
+def test_one_broker_or_a_bound_of_one_asks_in_this_thread():
+    caller = threading.get_ident()
+    seen: list[int] = []
+
+    def ask(broker: int) -> int:
+        seen.append(threading.get_ident())
+        return broker * 10
+
+    assert per_broker(ask, [2], concurrency=8) == {2: 20}
+    assert per_broker(ask, [3, 1], concurrency=1) == {1: 10, 3: 30}
+    assert seen == [caller] * 3
