@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator
+import time
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -48,6 +49,18 @@ class PlacementMemory:
     replica_sizes: dict[ReplicaKey, int] = dataclasses.field(default_factory=dict)
     racks: dict[int, str | None] = dataclasses.field(default_factory=dict)
     broker_dirs: dict[int, dict[str, dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    # Each broker's last DescribeLogDirs answer and when (monotonic): a read that names
+    # the brokers an event is about re-uses the others' (`read_snapshot(only=...)`).
+    answers: dict[int, tuple[float, BrokerDirs]] = dataclasses.field(default_factory=dict)
+    last_described: int = 0  # how many brokers the last read described
+
+    def forget_if_changed(self, broker: int, offline: Collection[str]) -> None:
+        """A lighter look (dirs only) saw ``offline`` on ``broker``: a kept answer that
+        says otherwise is stale and is not re-used."""
+        kept = self.answers.get(broker)
+        if kept is not None and {p for p, i in kept[1].dirs.items()
+                                 if not i["online"]} != set(offline):
+            del self.answers[broker]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,11 +147,17 @@ def per_broker(ask: Callable[[int], T], brokers: Iterable[int],
 
 
 def read_snapshot(admin: Any, cluster_id: str | None = None,
-                  memory: PlacementMemory | None = None) -> dict[str, Any]:
+                  memory: PlacementMemory | None = None,
+                  only: Collection[int] | None = None, max_age: float = 0.0) -> dict[str, Any]:
     """A snapshot of the cluster ``admin`` talks to, as plain JSON data.
 
     ``cluster_id`` defaults to Kafka's own cluster id. ``memory`` is read for what this
     read cannot see and updated with what it saw; pass the same object every time.
+
+    ``only`` (with a ``memory``): the brokers to describe again, those an event names.
+    Every other broker's last answer is re-used when it is at most ``max_age`` seconds
+    old and still lists every replica the metadata places on that broker; otherwise
+    that broker is described too. Metadata (leaders, ISR, replica lists) is always read.
     """
     try:
         cluster = admin.describe_cluster()
@@ -151,7 +170,13 @@ def read_snapshot(admin: Any, cluster_id: str | None = None,
     }
     for b in cluster["brokers"]:
         memory.racks[b["broker_id"]] = b.get("rack") or None
-    answers = per_broker(lambda b: describe_dirs(admin, b), registered)
+    kept = {} if only is None else _still_good(memory, topics, set(registered) - set(only),
+                                               max_age)
+    asked_at = time.monotonic()
+    asked = per_broker(lambda b: describe_dirs(admin, b), set(registered) - set(kept))
+    memory.answers.update({b: (asked_at, a) for b, a in asked.items() if a is not None})
+    answers = {**kept, **asked}
+    memory.last_described = len(asked)
 
     partitions = []
     mentioned: set[int] = set()
@@ -197,6 +222,28 @@ def read_snapshot(admin: Any, cluster_id: str | None = None,
         "brokers": brokers,
         "partitions": partitions,
     }
+
+
+def _still_good(memory: PlacementMemory, topics: list[dict[str, Any]],
+                brokers: Iterable[int], max_age: float) -> dict[int, BrokerDirs]:
+    """Of ``brokers``, those whose kept answer is young enough and lists every replica
+    the metadata now places on them (a replica it lacks was created or moved since, and
+    would be put on a guessed dir), with that answer."""
+    oldest = time.monotonic() - max_age
+    kept = {b: memory.answers[b][1] for b in brokers
+            if b in memory.answers and memory.answers[b][0] >= oldest}
+    if not kept:
+        return {}
+    for t in topics:
+        if t.get("error_code", 0) != 0:
+            continue
+        for p in t["partitions"]:
+            key = (t["name"], p["partition_index"])
+            for broker in p["replica_nodes"]:
+                answer = kept.get(broker)
+                if answer is not None and key not in answer.replicas:
+                    del kept[broker]
+    return kept
 
 
 def _replica(key: tuple[str, int], broker: int, answer: BrokerDirs | None,

@@ -66,6 +66,11 @@ class ClusterView:
             offline |= {(b, d) for b, d in previous.offline if b not in answered}
         return ClusterView(frozenset(alive), frozenset(offline))
 
+    def differs(self, other: ClusterView) -> set[int]:
+        """The brokers whose membership or offline dirs differ between the two looks."""
+        return ({b for b, _ in self.offline ^ other.offline}
+                | set(self.alive ^ other.alive))
+
 
 def view_changes(before: ClusterView | None, after: ClusterView) -> list[Change]:
     """Dirs that went offline and brokers that joined or left since ``before``.

@@ -51,12 +51,25 @@ class Coalescer:
         self.window = window
         self.due_at: float | None = None
         self.reasons: list[str] = []
+        # The brokers the gathered triggers are about; None once one names none.
+        self.brokers: set[int] | None = set()
 
-    def note(self, now: float, reason: str, wait: bool = True) -> None:
-        """One trigger at ``now``; ``wait=False`` makes the next one due at once."""
+    def note(self, now: float, reason: str, wait: bool = True,
+             brokers: Iterable[int] | None = None) -> None:
+        """One trigger at ``now`` about ``brokers`` (None: about the whole cluster);
+        ``wait=False`` makes the next one due at once."""
         due = now + self.window if wait else now
         self.due_at = due if self.due_at is None else min(self.due_at, due)
         self.reasons.append(reason)
+        if brokers is None or self.brokers is None:
+            self.brokers = None
+        else:
+            self.brokers.update(brokers)
+
+    def about(self) -> set[int] | None:
+        """The brokers the triggers gathered so far are about, or None for all; read it
+        before `take`."""
+        return None if self.brokers is None else set(self.brokers)
 
     def due(self, now: float) -> bool:
         return self.due_at is not None and now >= self.due_at
@@ -64,6 +77,7 @@ class Coalescer:
     def take(self) -> str:
         """The reasons gathered since the last take, summed up; resets."""
         reasons, self.reasons, self.due_at = self.reasons, [], None
+        self.brokers = set()
         if len(reasons) <= 2:
             return ", ".join(reasons)
         return f"{reasons[0]} and {len(reasons) - 1} more"
@@ -82,6 +96,9 @@ class SnapshotCollector:
         self.kraft = config.cluster.mode == "kraft"
         self.timeout_ms = int(config.collect.request_timeout_seconds * 1000)
         self.snapshot_topic = config.topic("cluster-snapshots")
+        # An event's snapshot re-uses other brokers' dirs at most one interval old: the
+        # interval's own snapshot describes every broker.
+        self.reuse_seconds = config.collect.snapshot_interval_seconds
         self.event_topic = config.topic("logdir-events")
         self.memory = PlacementMemory()
         self.placement = PlacementMetrics(run.telemetry.registry)
@@ -105,9 +122,11 @@ class SnapshotCollector:
             self._stack.close()
         self._stack = contextlib.ExitStack()
 
-    def snapshot(self, sink: RecordSink, reason: str) -> bool:
+    def snapshot(self, sink: RecordSink, reason: str, only: set[int] | None = None) -> bool:
         """Read, check and produce one snapshot; False if it broke the schema (it went to
-        the dead-letter topic). Raises when the cluster cannot be read."""
+        the dead-letter topic). Raises when the cluster cannot be read. ``only``: the
+        brokers the trigger named; the others' dirs are re-used from the last read when
+        still good (`core.live.read_snapshot`)."""
         import msgspec
 
         from core.live import read_snapshot
@@ -115,7 +134,8 @@ class SnapshotCollector:
 
         started = time.monotonic()
         try:
-            doc = read_snapshot(self.admin(), self.cluster_id, self.memory)
+            doc = read_snapshot(self.admin(), self.cluster_id, self.memory, only=only,
+                                max_age=self.reuse_seconds)
         except Exception:
             self.close_admin()  # a fresh connection next time
             raise
@@ -141,7 +161,9 @@ class SnapshotCollector:
         self.run.log(f"snapshot ({reason}): {len(doc['brokers'])} brokers "
                      f"({len(alive)} alive), {len(doc['partitions'])} partitions, "
                      f"{offline} offline dirs, {len(doc.get('consumer_groups', []))} "
-                     f"consumer groups, {len(value)} bytes, {seconds:.2f} s")
+                     f"consumer groups, {len(value)} bytes, {seconds:.2f} s, "
+                     f"{self.memory.last_described} of {len(doc['brokers'])} brokers' "
+                     "dirs described")
         return True
 
     def add_groups(self, doc: dict[str, Any]) -> None:
@@ -165,8 +187,9 @@ class SnapshotCollector:
                          f"DescribeConfigs failed ({type(exc).__name__}: {exc}); the next "
                          "snapshot tries again")
 
-    def probe(self, sink: RecordSink) -> bool:
-        """Dir errors and membership only; True when they differ from the last look."""
+    def probe(self, sink: RecordSink) -> set[int] | None:
+        """Dir errors and membership only; the brokers where they differ from the last
+        look (empty: nothing changed; None: the first look)."""
         from core.live import broker_dirs, per_broker
 
         started = time.monotonic()
@@ -186,9 +209,14 @@ class SnapshotCollector:
             return [path for path, info in broker_dirs(reply).dirs.items() if not info["online"]]
 
         answered = {b: dirs for b, dirs in per_broker(offline, alive).items() if dirs is not None}
-        changed = self.observe(sink, alive, answered)
+        for broker, dirs in answered.items():
+            self.memory.forget_if_changed(broker, dirs)
+        before = self.view
+        self.observe(sink, alive, answered)
         self.run.telemetry.succeeded(time.monotonic() - started)
-        return changed
+        if before is None or self.view is None:
+            return None
+        return before.differs(self.view)
 
     def observe(self, sink: RecordSink, alive: Iterable[int],
                 answered: Mapping[int, Iterable[str]]) -> bool:
@@ -205,8 +233,9 @@ class SnapshotCollector:
                 self.run.log(f"{change.kind}: broker {change.broker}{where} ({source})")
         return before is not None and self.view != before
 
-    def is_trigger(self, msg: Any, sink: RecordSink) -> str | None:
-        """Why this selfheal.logdir-events message should trigger a snapshot, or None."""
+    def is_trigger(self, msg: Any, sink: RecordSink) -> tuple[str, int | None] | None:
+        """Why this selfheal.logdir-events message should trigger a snapshot and the
+        broker it names, or None."""
         if msg.error() is not None:
             return None
         if (ORIGIN_HEADER, sink.origin) in (msg.headers() or []):
@@ -221,7 +250,7 @@ class SnapshotCollector:
         if self.cluster_id is not None and event.cluster_id != self.cluster_id:
             return None  # another cluster's event on a shared bus
         who = "?" if event.broker is None else str(event.broker)
-        return f"{event.kind} broker {who} ({event.source})"
+        return f"{event.kind} broker {who} ({event.source})", event.broker
 
     def close(self) -> None:
         self.close_admin()
@@ -287,20 +316,25 @@ def _loop(run: CollectorRun, collector: SnapshotCollector, sink: RecordSink, eve
     while not run.stop.is_set():
         now = time.monotonic()
         if coalescer.due(now) or snapshots.is_due(now):
+            only = None
             if coalescer.due(now):
+                only = None if first else coalescer.about()
                 reason = coalescer.take()
             else:
                 reason = "start-up" if first else "interval"
             first = False
-            snapshots.attempt(functools.partial(collector.snapshot, sink, reason))
+            snapshots.attempt(functools.partial(collector.snapshot, sink, reason, only))
         if probes.is_due(now):
             _ok, changed = probes.attempt(lambda: collector.probe(sink))
             if changed:
-                coalescer.note(time.monotonic(), "the probe saw a change", wait=False)
+                coalescer.note(time.monotonic(), "the probe saw a change", wait=False,
+                               brokers=changed)
         wake = min(snapshots.due, probes.due, coalescer.due_at or float("inf"))
         for msg in events.consume(num_messages=100,
                                   timeout=min(0.5, max(0.0, wake - time.monotonic()))):
-            why = collector.is_trigger(msg, sink)
-            if why is not None:
-                coalescer.note(time.monotonic(), why)
+            trigger = collector.is_trigger(msg, sink)
+            if trigger is not None:
+                why, broker = trigger
+                coalescer.note(time.monotonic(), why,
+                               brokers=None if broker is None else [broker])
         sink.poll(0)
