@@ -69,6 +69,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--probe-interval", type=float, metavar="SECONDS",
                    help="seconds between DescribeLogDirs dir-error probes; default "
                    "[collect] log_dir_probe_interval_seconds")
+    p.add_argument("--out", metavar="FILE",
+                   help="read the cluster once and write the snapshot to FILE ('-': "
+                   "stdout) instead of producing it, for `selfheal plan ... --snapshot "
+                   "FILE`; needs no bus")
     p.set_defaults(func=_guard(_snapshots))
 
 
@@ -141,9 +145,35 @@ def _snapshots(args: argparse.Namespace, config: Any) -> int:
     from streams.collect.snapshots import run_snapshots
 
     _positive(args.probe_interval, "--probe-interval")
+    if args.out is not None:
+        return _snapshot_file(args.out, config)
     config.require_bootstrap_servers()
     interval = args.interval or config.collect.snapshot_interval_seconds
     probe = args.probe_interval or config.collect.log_dir_probe_interval_seconds
     with CollectorRun("snapshots", config, _port(args, config.collect.snapshots_http_port),
                       args.once) as run:
         return run_snapshots(run, interval, probe)
+
+
+def _snapshot_file(out: str, config: Any) -> int:
+    import sys
+
+    from core.live import LiveReadError
+    from schemas.snapshot import SnapshotError
+    from streams.collect.snapshots import write_snapshot
+
+    if out != "-":
+        from pathlib import Path
+
+        parent = Path(out).resolve().parent
+        if not parent.is_dir():
+            raise CliError(f"--out {out}: no directory {parent}; create it or write "
+                           "elsewhere", code=2)
+    try:
+        write_snapshot(config, out, lambda m: print(m, file=sys.stderr))
+    except LiveReadError as exc:
+        raise CliError(str(exc), code=1) from None
+    except SnapshotError as exc:
+        raise CliError(f"the cluster's snapshot breaks the schema, nothing written: {exc}",
+                       code=1) from None
+    return 0

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
 import time
 
 import pytest
@@ -168,3 +171,36 @@ def test_kraft_brokers_leaving_and_joining_are_metadata_events(kraft_sandbox):
     seen = [LogDirEvent.from_json(m.value) for m in events.messages]
     assert [(e.kind, e.broker, e.source) for e in seen] == [
         ("broker_deregistered", broker, "metadata"), ("broker_registered", broker, "metadata")]
+
+
+def test_a_snapshot_file_for_the_planners_needs_no_bus(sandbox, tmp_path):
+    from tests.conftest import SELFHEAL, run_cli
+
+    out = tmp_path / "snapshot.json"
+    done = run_cli(["collect", "snapshots", "--out", str(out)], sandbox, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"-> {out}" in done.stderr and done.stdout == ""
+    snapshot = parse_snapshot(out.read_bytes())
+    assert snapshot.cluster_id == sandbox.cluster_id
+    assert {b.id for b in snapshot.brokers} == {b.node_id for b in sandbox.brokers}
+    assert not list(tmp_path.glob(".*.partial"))
+    plan = run_cli(["plan", "offline", "--snapshot", str(out)], sandbox)
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["version"] == 1
+
+    # '-' writes to stdout, the way a pipe into `selfheal plan ... --snapshot -` reads it
+    env = {**os.environ, "SELFHEAL_SANDBOX_DIR": sandbox.work_dir}
+    piped = subprocess.run(SELFHEAL + ["collect", "snapshots", "--out", "-"],
+                           capture_output=True, env=env, timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    disks = subprocess.run(SELFHEAL + ["plan", "disks", "--snapshot", "-"], input=piped.stdout,
+                           capture_output=True, env=env, timeout=120)
+    assert disks.returncode == 0, disks.stderr
+
+
+def test_a_snapshot_file_into_a_missing_directory_is_refused_before_reading(tmp_path):
+    from tests.conftest import run_cli
+
+    done = run_cli(["collect", "snapshots", "--out", str(tmp_path / "no" / "such.json")])
+    assert done.returncode == 2
+    assert f"no directory {tmp_path / 'no'}; create it" in done.stderr
