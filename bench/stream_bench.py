@@ -10,7 +10,11 @@ stream` does: same session settings, same query) on topics of its own, then:
 2. latency: failure episodes as the collectors send them (a ZooKeeper notification,
    then the snapshot taken ~1 s later showing the dir offline), each for a new cluster
    id, idle and under the metric load; prints event -> action on selfheal.actions;
-3. real-time mode: the stateless event path (log-dir events in, failures out, Kafka to
+3. a fleet: the same episodes on the reference fleet's snapshot (bench/synthetic.FULL:
+   1,000 brokers, 12,000 dirs, 300,000 replicas; ~30 MB a record, whole, since the
+   snapshot is not chunked yet) with the metric load running: fault -> action p50/p99,
+   batch durations, and the peak memory of the job's processes;
+4. real-time mode: the stateless event path (log-dir events in, failures out, Kafka to
    Kafka) with trigger(realTime=...), against the same path in 0 s micro-batches.
 
 Figures are printed, never asserted. `python -m bench.stream_bench [--seconds N]`.
@@ -19,7 +23,6 @@ Figures are printed, never asserted. `python -m bench.stream_bench [--seconds N]
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import multiprocessing
 import statistics
@@ -198,7 +201,9 @@ def throughput(job: Job, config: Any, seconds: float) -> None:
 
 
 class Actions:
-    """Arrival times of actions on the bus, by cluster id."""
+    """Arrival times of the first fix or page on the bus, by cluster id."""
+
+    TYPES = ("fix_offline_replicas", "page_operator")
 
     def __init__(self, config: Any) -> None:
         from core.bus import consumer
@@ -217,6 +222,8 @@ class Actions:
             msg = self._consumer.poll(0.2)
             if msg is not None and not msg.error():
                 action = json.loads(msg.value())
+                if action.get("type") not in self.TYPES:
+                    continue  # a fleet's leaders or disks may get actions of their own
                 self.arrived.setdefault(action["cluster_id"], time.time())
                 created = datetime.fromisoformat(action["created_at"].replace("Z", "+00:00"))
                 self.created.setdefault(action["cluster_id"], created.timestamp())
@@ -227,21 +234,43 @@ class Actions:
         self._consumer.close()
 
 
-def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: str) -> None:
+def _templates(base: dict[str, Any]) -> tuple[bytes, bytes, str]:
+    """The snapshot before and after one dir of the second broker fails, as JSON with
+    the cluster id and times left to fill in (a fleet's snapshot is ~30 MB: encoded once,
+    not copied per episode); and the encoded (broker, dir) in a description."""
+    broker = base["brokers"][1]["id"]
+    path = base["brokers"][1]["log_dirs"][1]["path"]
+    doc = {**base, "cluster_id": "@@CID@@", "taken_at": "@@TAKEN@@"}
+    before = json.dumps(doc, separators=(",", ":")).encode()
+    failed = {**doc, "brokers": [
+        {**b, "log_dirs": [{**d, "online": False, "total_bytes": None, "usable_bytes": None}
+                           if d["path"] == path else d for d in b["log_dirs"]]}
+        if b["id"] == broker else b for b in doc["brokers"]]}
+    after = json.dumps(failed, separators=(",", ":")).encode()
+    return before, after, f"broker {broker} {path}"
+
+
+def _fill(template: bytes, cid: str, taken_at: str) -> bytes:
+    return template.replace(b"@@CID@@", cid.encode(), 1).replace(
+        b"@@TAKEN@@", taken_at.encode(), 1)
+
+
+def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: str,
+            templates: tuple[bytes, bytes, str] | None = None) -> list[float]:
+    """Failure episodes, each on a new cluster id: the snapshot, a ZooKeeper notification
+    a second later, the snapshot showing the dir offline a second after that. Prints
+    event -> first fix or page; returns the received latencies."""
     from core.bus import producer
 
+    before, after, _where = templates or _templates(base)
     mark = len(job.progress)
     send = producer(config, **{"linger.ms": 0})
     actions = Actions(config)
-    broker = base["brokers"][1]["id"]
-    path = base["brokers"][1]["log_dirs"][1]["path"]
     started: dict[str, float] = {}
     for _ in range(episodes):
         cid = f"bench-{uuid.uuid4().hex[:8]}"
-        before = copy.deepcopy(base)
-        before["cluster_id"] = cid
-        before["taken_at"] = clock.text(datetime.now(UTC) - timedelta(seconds=5))
-        send.produce(config.topic("cluster-snapshots"), json.dumps(before).encode(),
+        taken = clock.text(datetime.now(UTC) - timedelta(seconds=5))
+        send.produce(config.topic("cluster-snapshots"), _fill(before, cid, taken),
                      cid.encode())
         send.flush(10)
         time.sleep(1.0)
@@ -254,17 +283,11 @@ def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: s
         send.produce(config.topic("logdir-events"), json.dumps(event).encode())
         send.flush(10)
         time.sleep(1.0)  # the snapshot collector reads the cluster at once: ~1 s
-        after = copy.deepcopy(before)
-        after["taken_at"] = clock.text()
-        for b in after["brokers"]:
-            for d in b["log_dirs"]:
-                if b["id"] == broker and d["path"] == path:
-                    d.update(online=False, total_bytes=None, usable_bytes=None)
-        send.produce(config.topic("cluster-snapshots"), json.dumps(after).encode(),
+        send.produce(config.topic("cluster-snapshots"), _fill(after, cid, clock.text()),
                      cid.encode())
         send.flush(10)
         time.sleep(2.0)
-    deadline = time.time() + 60
+    deadline = time.time() + 60 + 10 * episodes
     while len(actions.arrived) < episodes and time.time() < deadline:
         time.sleep(0.5)
     actions.close()
@@ -273,16 +296,20 @@ def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: s
     missing = episodes - len(took)
     if not took:
         print(f"  {label}: no action arrived")
-        return
-    slowest = max((sec for _, _, sec in job.progress[mark:]), default=0.0)
-    print(f"  {label}: {len(job.progress) - mark} batches meanwhile, the slowest {slowest:.2f} s")
+        return []
+    batches = [sec for _, _, sec in job.progress[mark:]]
+    print(f"  {label}: {len(batches)} batches meanwhile, p50 "
+          f"{statistics.median(batches):.2f} s, max {max(batches):.2f} s")
     for what, values in (("event -> action received", took), ("event -> action created", made)):
         print(f"  {label}, {len(values)} episodes: {what} p50 {statistics.median(values):.2f} s, "
               f"p95 {_percentile(values, 0.95):.2f} s, p99 {_percentile(values, 0.99):.2f} s, "
               f"max {max(values):.2f} s" + (f"; {missing} missing" if missing else ""))
+    return took
 
 
-def loaded_latency(job: Job, config: Any, base: dict[str, Any], episodes: int) -> None:
+def loaded_latency(job: Job, config: Any, base: dict[str, Any], episodes: int,
+                   label: str = f"under {RATE:,} samples/s",
+                   templates: tuple[bytes, bytes, str] | None = None) -> list[float]:
     ctx = multiprocessing.get_context("spawn")
     report: Any = ctx.Queue()
     load_seconds = episodes * 4 + 20
@@ -292,9 +319,96 @@ def loaded_latency(job: Job, config: Any, base: dict[str, Any], episodes: int) -
     producer.start()
     time.sleep(10)
     try:
-        latency(job, config, base, episodes, f"under {RATE:,} samples/s")
+        return latency(job, config, base, episodes, label, templates)
     finally:
         producer.join(load_seconds + 120)
+
+
+# --- a fleet ---------------------------------------------------------------------------
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        ppid = int(text[text.rindex(")") + 2:].split()[1])
+        tree.setdefault(ppid, []).append(int(stat.parent.name))
+    return tree
+
+
+def _status_kib(pid: int, field: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class MemoryWatch:
+    """This process and everything under it (the driver JVM, Spark's Python workers),
+    sampled every second: the peak of their summed RSS, and each one's own peak."""
+
+    def __init__(self) -> None:
+        self.peak_total = 0
+        self.peaks: dict[int, tuple[str, int]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> MemoryWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        import os
+
+        while not self._stop.wait(1.0):
+            tree, todo, total = _children(), [os.getpid()], 0
+            while todo:
+                pid = todo.pop()
+                todo += tree.get(pid, [])
+                total += _status_kib(pid, "VmRSS")
+                try:
+                    name = Path(f"/proc/{pid}/comm").read_text().strip()
+                except OSError:
+                    continue
+                self.peaks[pid] = (name, _status_kib(pid, "VmHWM"))
+            self.peak_total = max(self.peak_total, total)
+
+    def report(self) -> str:
+        by_kind: dict[str, int] = {}
+        for name, hwm in self.peaks.values():
+            kind = "JVM" if name == "java" else "Python" if name.startswith("python") else name
+            by_kind[kind] = max(by_kind.get(kind, 0), hwm)
+        each = ", ".join(f"{k} {v / 1024:,.0f} MiB" for k, v in sorted(by_kind.items()))
+        return (f"peak RSS of the job's processes together {self.peak_total / 1024:,.0f} MiB; "
+                f"the largest of each kind: {each}")
+
+
+def fleet(job: Job, config: Any, episodes: int) -> None:
+    """The reference fleet (bench/synthetic.FULL: 1,000 brokers, 12,000 dirs, 100,000
+    partitions at RF 3) as whole snapshots, under the metric load: fault -> action."""
+    from bench import synthetic
+
+    started = time.perf_counter()
+    base = synthetic.generate(**synthetic.FULL, failed_dir_every=0, seed=7)
+    replicas = sum(len(p["replicas"]) for p in base["partitions"])
+    templates = _templates(base)
+    del base
+    print(f"  snapshot: {replicas:,} replicas, {len(templates[0]) / 1e6:.1f} MB a record "
+          f"(built in {time.perf_counter() - started:.1f} s); the fault: {templates[2]}")
+    with MemoryWatch() as memory:
+        loaded_latency(job, config, {}, episodes, f"fleet under {RATE:,} samples/s",
+                       templates)
+    print(f"  {memory.report()}")
 
 
 # --- real-time mode ------------------------------------------------------------------
@@ -379,8 +493,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="load duration")
     parser.add_argument("--episodes", type=int, default=15, help="failures per latency run")
-    parser.add_argument("--parts", default="idle,throughput,loaded,realtime",
+    parser.add_argument("--parts", default="idle,throughput,loaded,fleet,realtime",
                         help="which figures, comma-separated (default: all)")
+    parser.add_argument("--fleet-episodes", type=int, default=10,
+                        help="failures on the fleet-sized snapshot")
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
     print(f"stream: the detection job on a 3-broker sandbox, local[2]; load {RATE:,} "
@@ -405,6 +521,10 @@ def main(argv: list[str] | None = None) -> None:
                 if "loaded" in parts:
                     print("latency again, with the metric load running:")
                     loaded_latency(job, config, base, args.episodes)
+                if "fleet" in parts:
+                    print("a fleet: 1,000 brokers, 300k replicas a snapshot, the metric load "
+                          "running:")
+                    fleet(job, config, args.fleet_episodes)
             finally:
                 job.stop()
             if "realtime" in parts:
