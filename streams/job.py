@@ -24,7 +24,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from typing import Any
 
 from core.config import Config
@@ -92,6 +91,7 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
         spark.streams.addListener(progress_listener(metrics, say, PRESCREEN))
         sink = BatchSink(config, metrics, say)
         query = build_query(spark, config, options, sink)
+        sink.gate.query = query
         say(f"running: query {query.id}, checkpoint {options.checkpoint}, "
             + ("available-now" if options.available_now
                else f"trigger every {options.trigger_seconds:g} s"))
@@ -117,8 +117,10 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
         try:
             if query is not None and query.isActive:
                 say("stopping the query")
-                _between_batches(query, sink)
-                query.stop()
+                if sink is not None:
+                    sink.gate.stop(query)  # at the end of a batch body (streams/stopping.py)
+                else:
+                    query.stop()
         except Exception as exc:
             if not stop.is_set():
                 raise
@@ -157,31 +159,6 @@ def _own_checkpoint(config: Config, options: JobOptions, say: Say) -> JobOptions
             f"{owner.cluster}), the other topics from their end")
         options = dataclasses.replace(options, snapshot_offsets=start)
     return options
-
-
-STOP_WAIT_SECONDS = 30.0
-
-
-def _between_batches(query: Any, sink: BatchSink | None,
-                     timeout: float = STOP_WAIT_SECONDS) -> None:
-    """Wait (bounded) until no batch body runs in this process. Stopping interrupts the
-    batch in flight, and Spark then matches the Python error's whole text against a
-    regex that overflows the JVM stack on long texts: the stream thread died with a
-    StackOverflowError instead of stopping. Nothing is lost either way (the checkpoint
-    re-runs an unfinished batch); this keeps the stop clean.
-
-    Batches that outlast the trigger run back to back, so waiting for the trigger to be
-    idle waited out the whole bound on every stop; the sink's own flag says the moment a
-    body returns, and the query thread then only commits and plans the next batch."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if sink is not None and sink.idle.wait(0.05):
-            return
-        try:
-            if not query.status.get("isTriggerActive", False):
-                return
-        except Exception:  # the query ended meanwhile: nothing to wait for
-            return
 
 
 def submitted() -> bool:

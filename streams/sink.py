@@ -5,7 +5,6 @@ failed delivery fails the batch, which Spark then runs again."""
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 from core import clock
@@ -15,6 +14,7 @@ from streams.metrics import BatchOutput, StreamMetrics
 from streams.propose import Proposer, describe
 from streams.query import Say
 from streams.stateful import DEAD_LETTER, DECISION, NOTE
+from streams.stopping import StopGate
 
 
 class BatchSink:
@@ -35,18 +35,14 @@ class BatchSink:
         self.signer = signer(config)
         self.actions_topic = config.topic("actions")
         self.dead_letter_topic = config.topic("dead-letter")
-        # Set while no batch body runs here: the whole batch (the Kafka read, the state,
-        # the decisions) runs inside `frame.collect()`, so between two calls the query
-        # thread only commits and plans, and a stop there interrupts no Python.
-        self.idle = threading.Event()
-        self.idle.set()
+        self.gate = StopGate()  # the job stops its query at the end of a body
 
     def __call__(self, frame: Any, batch_id: int) -> None:
-        self.idle.clear()
+        self.gate.enter()
         try:
             self._write(frame, batch_id)
         finally:
-            self.idle.set()
+            self.gate.leave()
 
     def _write(self, frame: Any, batch_id: int) -> None:
         rows = frame.collect()
