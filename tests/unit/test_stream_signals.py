@@ -165,3 +165,28 @@ def test_a_record_from_the_far_future_is_a_dead_letter_not_a_signal():
     letter = json.loads(out["body"][1])
     assert letter["reason"].startswith(f"event_time: {late} is in the future, ")
     assert "[detect] max_clock_ahead_seconds" in letter["reason"]
+
+
+def test_the_typed_fast_path_gives_what_the_checking_path_gives(monkeypatch):
+    from bench import synthetic
+    from streams import signals as module
+
+    docs = [synthetic.generate(brokers=9, partitions=120, dead_brokers=1, seed=s)
+            for s in range(3)]
+    records = [("s", {**d, "taken_at": "2026-11-22T03:50:54.123Z"}) for d in docs]
+    records.append(("s", {**SNAPSHOT_DOC, "extra_field": {"kept": True}}))
+    assert module._typed(json.dumps(records[0][1]).encode()) is not None  # taken fast
+    fast = signals(*records)
+    monkeypatch.setattr(module, "_typed", lambda value: None)  # the walker only
+    slow = signals(*records)
+    assert list(fast["kind"]) == [SNAPSHOT] * 3 + [REJECT]
+
+    def undated(frame: pd.DataFrame) -> pd.DataFrame:  # a dead letter is dated when made
+        out = frame.copy()
+        out["body"] = [json.dumps({**json.loads(b), "event_time": None}) if k == REJECT else b
+                       for k, b in zip(out["kind"], out["body"], strict=True)]
+        return out
+
+    pd.testing.assert_frame_equal(undated(fast), undated(slow))
+    facts = SnapshotFacts.from_json(fast["body"].iloc[0])
+    assert facts.alive[8] is False and facts.groups  # dead broker and groups carried
