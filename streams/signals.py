@@ -214,7 +214,7 @@ def _typed(value: bytes | None) -> tuple[dict[str, Any], Snapshot] | None:
         return None
     try:
         top = _TOP_LEVEL.decode(value)
-        return {k: [] if bytes(raw)[:1] == b"[" else msgspec.json.decode(raw)
+        return {k: [] if memoryview(raw)[:1] == b"[" else msgspec.json.decode(raw)
                 for k, raw in top.items()}, snapshot
     except msgspec.DecodeError:
         return None
