@@ -39,6 +39,7 @@ from streams.detect_types import (
     PAGE,
     REBALANCE_LEADERS,
     SNAPSHOT,
+    BrokerBack,
     BrokerGone,
     ClusterState,
     Decision,
@@ -77,6 +78,8 @@ class Detector:
                 run.dir_online(signal)
             elif isinstance(signal, BrokerGone):
                 run.broker_gone(signal.broker, signal.time)
+            elif isinstance(signal, BrokerBack):
+                run.broker_back(signal.broker, signal.time)
             else:
                 run.snapshot(signal)
         run.finish(max(watermark, 0) or state.newest)
@@ -162,14 +165,27 @@ class _Step:
         and an operator stops one to replace a disk. Paged by `page_departed` unless it
         is back within the grace."""
         state = self.state
-        if broker in state.paged:
-            return
+        if broker in state.paged or state.back.get(broker, -1) > time:
+            return  # paged already; or it registered again after this
         if not self.failing(broker):
             # Gone with nothing failing: a crash or a lost machine; re-replicated after
             # the grace unless it comes back.
             state.dead[broker] = min(time, state.dead.get(broker, time))
             return
         state.departed[broker] = min(time, state.departed.get(broker, time))
+
+    def broker_back(self, broker: int, time: Ms) -> None:
+        """The broker registered again: a departure before that is over (a restart, not
+        a halt; a later departure is a new death). Snapshots say the same when they show
+        it alive; this does not wait for one."""
+        state = self.state
+        state.back[broker] = max(time, state.back.get(broker, time))
+        if state.departed.get(broker, time + 1) <= time:
+            del state.departed[broker]
+        if state.dead.get(broker, time + 1) <= time:
+            del state.dead[broker]
+        if state.healed.get(broker, time + 1) <= time:
+            del state.healed[broker]
 
     def failing(self, broker: int) -> bool:
         return any(e.broker == broker for e in self.state.episodes.values()) or any(

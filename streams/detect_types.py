@@ -169,17 +169,25 @@ class BrokerGone:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerBack:
+    """The broker registered again (it runs and is part of the cluster)."""
+
+    time: Ms
+    broker: int
+
+
+@dataclass(frozen=True, slots=True)
 class SnapshotSeen:
     time: Ms  # taken_at
     ref: SnapshotRef
     facts: SnapshotFacts
 
 
-Signal = Failure | DirOnline | BrokerGone | SnapshotSeen
+Signal = Failure | DirOnline | BrokerGone | BrokerBack | SnapshotSeen
 
 # Within one timestamp: failures first (they date episodes), snapshots last (they see
 # everything the same instant reported).
-ORDER = {Failure: 0, DirOnline: 1, BrokerGone: 2, SnapshotSeen: 3}
+ORDER = {Failure: 0, DirOnline: 1, BrokerGone: 2, BrokerBack: 3, SnapshotSeen: 4}
 
 
 # --- what it writes ------------------------------------------------------------------
@@ -287,6 +295,9 @@ class ClusterState:
     # same death is healed once; back and gone again is a new one).
     dead: dict[int, Ms] = field(default_factory=dict)
     healed: dict[int, Ms] = field(default_factory=dict)
+    # broker -> when it last registered: a departure dated before that is over already
+    # (its record came late, or the bus lost what came between).
+    back: dict[int, Ms] = field(default_factory=dict)
     # group -> its locality spell; group -> its members-without-client.rack spell
     consumers: dict[str, GroupSpell] = field(default_factory=dict)
     rackless: dict[str, GroupSpell] = field(default_factory=dict)
@@ -307,6 +318,7 @@ class ClusterState:
             "departed": {str(b): t for b, t in self.departed.items()},
             "dead": {str(b): t for b, t in self.dead.items()},
             "healed": {str(b): t for b, t in self.healed.items()},
+            "back": {str(b): t for b, t in self.back.items()},
             "consumers": {g: dataclasses.asdict(s) for g, s in self.consumers.items()},
             "rackless": {g: dataclasses.asdict(s) for g, s in self.rackless.items()},
             "newest": self.newest,
@@ -328,6 +340,7 @@ class ClusterState:
             departed={int(b): t for b, t in doc.get("departed", {}).items()},
             dead={int(b): t for b, t in doc.get("dead", {}).items()},
             healed={int(b): t for b, t in doc.get("healed", {}).items()},
+            back={int(b): t for b, t in doc.get("back", {}).items()},
             consumers={g: GroupSpell(**s) for g, s in doc.get("consumers", {}).items()},
             rackless={g: GroupSpell(**s) for g, s in doc.get("rackless", {}).items()},
             newest=doc["newest"],

@@ -38,6 +38,7 @@ SIGNAL_COLUMNS = [c.split()[0] for c in SIGNAL_DDL.split(", ")]
 FAILURE = "failure"  # a log dir failed (broker and dir when known)
 ONLINE = "online"  # the per-dir gauge reads 0
 GONE = "gone"  # a broker deregistered
+BACK = "back"  # a broker registered again
 SNAPSHOT = "snapshot"  # body: SnapshotFacts JSON
 REJECT = "reject"  # body: the DeadLetter JSON; key is ""
 
@@ -247,3 +248,5 @@ def _event(rows: Rows, doc: dict[str, Any], where: tuple[str, int, int]) -> None
                  log_dir=doc.get("log_dir"), source="logdir_event")
     elif doc["kind"] == "broker_deregistered" and broker is not None:
         rows.add(doc["cluster_id"], GONE, ms, *where, broker=broker, source="logdir_event")
+    elif doc["kind"] == "broker_registered" and broker is not None:
+        rows.add(doc["cluster_id"], BACK, ms, *where, broker=broker, source="logdir_event")

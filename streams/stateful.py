@@ -16,6 +16,7 @@ from typing import Any
 from streams.detect import Detector
 from streams.detect_types import (
     LOGDIR_EVENT,
+    BrokerBack,
     BrokerGone,
     ClusterState,
     DetectSettings,
@@ -26,7 +27,7 @@ from streams.detect_types import (
     SnapshotRef,
     SnapshotSeen,
 )
-from streams.signals import FAILURE, GONE, ONLINE, REJECT, SNAPSHOT
+from streams.signals import BACK, FAILURE, GONE, ONLINE, REJECT, SNAPSHOT
 
 OUTCOME_DDL = "cluster_id STRING, kind STRING, body STRING"
 STATE_DDL = "state STRING"
@@ -49,6 +50,8 @@ def signal_of(row: Any) -> Signal:
         return DirOnline(ms, int(broker or 0), row.log_dir)
     if row.kind == GONE:
         return BrokerGone(ms, int(broker or 0))
+    if row.kind == BACK:
+        return BrokerBack(ms, int(broker or 0))
     if row.kind == SNAPSHOT:
         ref = SnapshotRef(row.topic, int(row.partition), int(row.offset), ms)
         return SnapshotSeen(ms, ref, SnapshotFacts.from_json(row.body))

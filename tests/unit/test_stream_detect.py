@@ -13,6 +13,7 @@ from streams.detect_types import (
     PAGE,
     REBALANCE_LEADERS,
     SNAPSHOT,
+    BrokerBack,
     BrokerGone,
     ClusterState,
     Decision,
@@ -340,6 +341,36 @@ def test_a_broker_back_within_the_grace_gets_nothing_and_a_second_death_is_heale
     run.batch(BrokerGone(T0 + 200_000, 1))
     (second,) = run.batch(snap(T0 + 261_000, dead={1}))
     assert (second.type, second.event_time) == (DEAD_BROKER, T0 + 200_000)
+
+
+def test_a_registration_ends_a_death_before_any_snapshot_shows_the_broker():
+    # A whole-cluster restart: the snapshots resume only after the other sources, whose
+    # records move the clock past the grace; the broker's registration says it is back.
+    run = Run()
+    run.batch(snap(T0 - 60_000))
+    run.batch(BrokerGone(T0, 0))
+    assert run.batch(BrokerBack(T0 + 75_000, 0), DirOnline(T0 + 80_000, 1, "/b1/d0")) == []
+    assert run.state.dead == {} and run.state.back == {0: T0 + 75_000}
+    # a later death is a new one, healed after its own grace
+    run.batch(BrokerGone(T0 + 100_000, 0))
+    (fix,) = run.batch(snap(T0 + 161_000, dead={0}))
+    assert (fix.type, fix.event_time) == (DEAD_BROKER, T0 + 100_000)
+
+
+def test_a_departure_that_arrives_after_the_return_is_over_already():
+    # The bus delivered the deregistration late (after the registration that followed
+    # it): no death starts, and no page for a broker that runs.
+    run = Run()
+    run.batch(snap(T0 - 60_000))
+    run.batch(BrokerBack(T0 + 20_000, 2))
+    assert run.batch(BrokerGone(T0, 2)) == [] and run.state.dead == {}
+    assert run.batch(DirOnline(T0 + 90_000, 1, "/b1/d0"), snap(T0 + 91_000)) == []
+    # and one with a failure open is not held as departed either
+    (fix,) = run.batch(Failure(T0 + 100_000, METRIC, 1, "/b1/d1"),
+                       snap(T0 + 101_000, offline={(1, "/b1/d1")}))
+    run.batch(BrokerBack(T0 + 130_000, 1))
+    run.batch(BrokerGone(T0 + 120_000, 1))
+    assert run.state.departed == {}
 
 
 def test_a_broker_that_stops_after_its_dir_failed_is_paged_not_re_replicated_twice():

@@ -13,7 +13,7 @@ from schemas.records import RAW_LIMIT
 from schemas.registry import validate
 from streams.detect_types import FIX_OFFLINE, PAGE, Decision, DetectSettings, SnapshotFacts
 from streams.facts import FactLimits
-from streams.signals import FAILURE, GONE, ONLINE, REJECT, SNAPSHOT, to_signals
+from streams.signals import BACK, FAILURE, GONE, ONLINE, REJECT, SNAPSHOT, to_signals
 from streams.stateful import DEAD_LETTER, DECISION, detect_group
 from tests.unit.test_stream_validate import EVENT, METRIC
 from tests.unit.test_stream_validate import SNAPSHOT as SNAPSHOT_DOC
@@ -61,7 +61,7 @@ def test_only_what_detection_reads_goes_on():
            for r in out.itertuples()]
     assert got == [(FAILURE, 1, "/d2", "metric"), (ONLINE, 1, "/d1", "metric"),
                    (FAILURE, 1, None, "metric"), (FAILURE, None, None, "logdir_event"),
-                   (GONE, 3, None, "logdir_event")]
+                   (GONE, 3, None, "logdir_event"), (BACK, 3, None, "logdir_event")]
     assert set(out["key"]) == {"c1"}
     assert out["event_ts"].iloc[0] == pd.Timestamp("2026-11-22T03:50:54.123Z")
 
