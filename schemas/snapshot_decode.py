@@ -91,8 +91,8 @@ def decode_snapshot(text: str | bytes) -> Snapshot | None:
     (the checking walker then decides, and names what is wrong)."""
     try:
         doc = _DECODER.decode(text)
-    except msgspec.DecodeError:  # ValidationError included
-        return None
+    except (msgspec.DecodeError, UnicodeDecodeError):  # ValidationError included; msgspec
+        return None  # says invalid UTF-8 with the codec's own error
     dirs = _dirs_by_broker(doc.brokers)
     if (
         dirs is None

@@ -146,3 +146,10 @@ def test_mutations_of_the_readable_example_reach_the_decoder():
     # Guards the property tests above: they must exercise the decoder's own checks.
     assert decode_snapshot(json.dumps(mutate_readable("partitions[0].leader", 1))) is not None
     assert decode_snapshot(json.dumps(mutate_readable("partitions[0].leader", 5))) is None
+
+
+def test_invalid_utf8_is_a_snapshot_error_not_a_codec_trace():
+    raw = json.dumps(EXAMPLE).encode().replace(b'"version"', b'"\xff\xfe"', 1)
+    assert decode_snapshot(raw) is None  # the walker says what is wrong
+    with pytest.raises(SnapshotError, match="not UTF-8 text"):
+        parse_snapshot(raw)

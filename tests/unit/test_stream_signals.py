@@ -190,3 +190,14 @@ def test_the_typed_fast_path_gives_what_the_checking_path_gives(monkeypatch):
     pd.testing.assert_frame_equal(undated(fast), undated(slow))
     facts = SnapshotFacts.from_json(fast["body"].iloc[0])
     assert facts.alive[8] is False and facts.groups  # dead broker and groups carried
+
+
+@pytest.mark.parametrize("raw", [
+    b"[" * 60_000, b'{"cluster_id": "\xff\xfe"}', b"\xff", b'"' + b"x" * (5 << 20) + b'"',
+    b'{"version": "one", "cluster_id": 7}', b"", b"null", b'{"a":' * 40 + b"1" + b"}" * 40,
+], ids=["deep", "invalid UTF-8 inside", "invalid UTF-8", "5 MB string", "wrong types",
+        "empty", "null", "deep object"])
+def test_poison_on_the_snapshot_topic_is_a_dead_letter_not_a_failed_task(raw):
+    (row,) = signals(("s", raw)).itertuples()
+    assert row.kind == REJECT
+    validate("dead-letter", json.loads(row.body))
