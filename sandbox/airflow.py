@@ -313,6 +313,13 @@ def _title_has(pid: int | None, text: str) -> bool:
 
 
 def _signal_and_wait(pid: int, owned: Callable[[int], bool], timeout: float) -> None:
+    """SIGTERM ``pid`` if it is ours, then SIGKILL after ``timeout``; returns once that
+    process is gone. It is followed by its start time, not its title: the API server
+    retitles itself while it shuts down, and waiting for the title to go returned while
+    it still ran."""
+    born = _alive_since(pid)
+    if born is None or not owned(pid):
+        return
     for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
         try:
             os.kill(pid, sig)
@@ -320,9 +327,22 @@ def _signal_and_wait(pid: int, owned: Callable[[int], bool], timeout: float) -> 
             return
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
-            if not owned(pid):
+            if _alive_since(pid) != born:
                 return
             time.sleep(0.2)
+
+
+def _alive_since(pid: int) -> int | None:
+    """The start time (clock ticks after boot) of ``pid`` while it runs; None once it is
+    gone (a zombie is reaped)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    if fields[0] == "Z":
+        processes.is_running(pid, "")  # reaps it if it is our child
+        return None
+    return int(fields[19])  # field 22 of stat: starttime
 
 
 def _session_members(leader: int) -> list[int]:

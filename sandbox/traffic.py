@@ -97,10 +97,16 @@ class BackgroundProducer(threading.Thread):
         self._prefix = uuid.uuid4().hex[:8]
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
+        from confluent_kafka import KafkaError
+
         if err is None:
             value = msg.value().decode()
             self.acked.append(value)
             self.at[value] = (msg.partition(), msg.offset())
+        elif err.code() in (KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC):
+            # Failed in the client, never sent (every broker restarting: the topic had no
+            # leader): the same as produce() refusing it, so never expected either.
+            self.refused.append(str(err))
         else:
             self.errors.append(str(err))
 
