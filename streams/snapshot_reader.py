@@ -74,5 +74,5 @@ def _same_cluster(msg: Any, cluster_id: str) -> bool:
         return bool(key.decode("utf-8", "replace") == cluster_id)
     try:  # unkeyed: read only the cluster id out of the document
         return msgspec.json.decode(msg.value(), type=_ClusterOnly).cluster_id == cluster_id
-    except (msgspec.DecodeError, TypeError):
+    except (ValueError, TypeError):  # not JSON, not UTF-8 (msgspec raises the codec's error)
         return False
