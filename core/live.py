@@ -119,13 +119,20 @@ def broker_dirs(reply: dict[str, Any]) -> BrokerDirs:
     return BrokerDirs(dirs, replicas, future)
 
 
-def describe_dirs(admin: Any, broker: int, attempts: int = 2) -> BrokerDirs | None:
+def describe_dirs(admin: Any, broker: int, attempts: int = 3,
+                  pause: float = 0.5) -> BrokerDirs | None:
     """DescribeLogDirs of one broker; None when the broker does not answer.
 
-    Asked twice: the first call to a broker that restarted since the last read fails on
-    the admin's old connection, and a None here makes the snapshot report the broker's
-    last known dirs (a replaced disk still offline, its new replicas nowhere)."""
-    for _ in range(attempts):
+    Asked again when a call fails: the first call to a broker that restarted since the
+    last read fails on the admin's old connection, and a broker that has just registered
+    answers "not ready" for a moment. A None here makes the snapshot report the broker's
+    last known dirs (a replaced disk still offline, its new replicas nowhere): a chaos
+    run's snapshot taken the moment a broker came back with a new disk said the old one
+    was still offline, and the job proposed its page again. So the later tries wait
+    ``pause``, then twice that (1.5 s in all, only for a broker that does not answer)."""
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(pause * attempt)
         try:
             (reply,) = admin.describe_log_dirs(brokers=[broker])
         except Exception:

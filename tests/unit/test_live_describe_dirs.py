@@ -23,12 +23,18 @@ class Admin:
 
 def test_a_broker_failing_once_is_asked_again_and_its_dirs_are_current() -> None:
     admin = Admin(failures=1)
-    found = describe_dirs(admin, 0)
+    found = describe_dirs(admin, 0, pause=0.0)
     assert found is not None and found.dirs["/d0"]["online"] is True
     assert admin.calls == 2
 
 
+def test_a_broker_not_ready_twice_just_after_registering_is_asked_a_third_time() -> None:
+    admin = Admin(failures=2)
+    found = describe_dirs(admin, 0, pause=0.0)
+    assert found is not None and admin.calls == 3
+
+
 def test_a_broker_that_never_answers_gives_none() -> None:
     admin = Admin(failures=5)
-    assert describe_dirs(admin, 0) is None
-    assert admin.calls == 2
+    assert describe_dirs(admin, 0, pause=0.0) is None
+    assert admin.calls == 3
