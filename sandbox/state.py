@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -22,6 +21,14 @@ def default_work_dir() -> Path:
         return Path(env).expanduser().resolve()
     base = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state"))
     return (base / "kafka-selfheal" / "sandbox").resolve()
+
+
+def _new_key() -> str:
+    # secrets loads hashlib and OpenSSL (~10 ms of a cold start): every `selfheal`
+    # command that reads configuration imports this module, few of them make a key.
+    import secrets
+
+    return secrets.token_hex(32)
 
 
 class SandboxNotRunning(RuntimeError):
@@ -64,7 +71,7 @@ class SandboxState:
     controller: ServerState | None = None
     version: int = STATE_VERSION
     # Signs the actions the loop's processes exchange (core/signing.py); one per sandbox.
-    action_signing_key: str = field(default_factory=lambda: secrets.token_hex(32), repr=False)
+    action_signing_key: str = field(default_factory=_new_key, repr=False)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -123,7 +130,7 @@ class SandboxState:
             zookeeper=server(data.get("zookeeper")),
             controller=server(data.get("controller")),
             version=data.get("version", STATE_VERSION),
-            action_signing_key=data.get("action_signing_key") or secrets.token_hex(32),
+            action_signing_key=data.get("action_signing_key") or _new_key(),
         )
 
 
