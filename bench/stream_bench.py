@@ -11,9 +11,9 @@ stream` does: same session settings, same query) on topics of its own, then:
    then the snapshot taken ~1 s later showing the dir offline), each for a new cluster
    id, idle and under the metric load; prints event -> action on selfheal.actions;
 3. a fleet: the same episodes on the reference fleet's snapshot (bench/synthetic.FULL:
-   1,000 brokers, 12,000 dirs, 300,000 replicas; ~30 MB a record, whole, since the
-   snapshot is not chunked yet) with the metric load running: fault -> action p50/p99,
-   batch durations, and the peak memory of the job's processes;
+   1,000 brokers, 12,000 dirs, 300,000 replicas; ~30 MB of JSON, sent as the collector
+   sends it: chunks of at most 4 MiB, then the manifest) with the metric load running:
+   fault -> action p50/p99, batch durations, and the peak memory of the job's processes;
 4. real-time mode: the stateless event path (log-dir events in, failures out, Kafka to
    Kafka) with trigger(realTime=...), against the same path in 0 s micro-batches.
 
@@ -235,29 +235,43 @@ class Actions:
         self._consumer.close()
 
 
-def _templates(base: dict[str, Any]) -> tuple[bytes, bytes, str]:
-    """The snapshot before and after one dir of the second broker fails, as JSON with
-    the cluster id and times left to fill in (a fleet's snapshot is ~30 MB: encoded once,
-    not copied per episode); and the encoded (broker, dir) in a description."""
+CHUNK_BYTES = 4 << 20  # the collector's default ([collect] snapshot_chunk_bytes)
+
+
+def _templates(base: dict[str, Any]) -> tuple[list[bytes], list[bytes], str]:
+    """The snapshot before and after one dir of the second broker fails, as the chunks
+    the collector would send, with the cluster id, time and snapshot id left to fill in
+    (a fleet's snapshot is ~30 MB: split once, not per episode); and the (broker, dir)
+    in a description."""
+    from schemas.snapshot_chunks import split
+
     broker = base["brokers"][1]["id"]
     path = base["brokers"][1]["log_dirs"][1]["path"]
     doc = {**base, "cluster_id": "@@CID@@", "taken_at": "@@TAKEN@@"}
-    before = json.dumps(doc, separators=(",", ":")).encode()
+    before, _ = split(doc, "@@SID@@", CHUNK_BYTES)
     failed = {**doc, "brokers": [
         {**b, "log_dirs": [{**d, "online": False, "total_bytes": None, "usable_bytes": None}
                            if d["path"] == path else d for d in b["log_dirs"]]}
         if b["id"] == broker else b for b in doc["brokers"]]}
-    after = json.dumps(failed, separators=(",", ":")).encode()
+    after, _ = split(failed, "@@SID@@", CHUNK_BYTES)
     return before, after, f"broker {broker} {path}"
 
 
-def _fill(template: bytes, cid: str, taken_at: str) -> bytes:
-    return template.replace(b"@@CID@@", cid.encode(), 1).replace(
-        b"@@TAKEN@@", taken_at.encode(), 1)
+def _send_snapshot(send: Any, topic: str, template: list[bytes], cid: str,
+                   taken_at: str) -> None:
+    """One snapshot as the collector sends it: its chunks, then its manifest."""
+    from schemas.snapshot_chunks import chunk_key, manifest_of
+
+    sid = uuid.uuid4().hex
+    chunks = [c.replace(b"@@CID@@", cid.encode(), 1).replace(b"@@TAKEN@@", taken_at.encode(), 1)
+              .replace(b"@@SID@@", sid.encode(), 1) for c in template]
+    for seq, chunk in enumerate(chunks):
+        send.produce(topic, chunk, chunk_key(cid, seq))
+    send.produce(topic, manifest_of(cid, taken_at, sid, chunks), cid.encode())
 
 
 def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: str,
-            templates: tuple[bytes, bytes, str] | None = None,
+            templates: tuple[list[bytes], list[bytes], str] | None = None,
             one_at_a_time: bool = False) -> list[float]:
     """Failure episodes, each on a new cluster id: the snapshot, a ZooKeeper notification
     a second later, the snapshot showing the dir offline a second after that; the next
@@ -273,8 +287,7 @@ def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: s
     for _ in range(episodes):
         cid = f"bench-{uuid.uuid4().hex[:8]}"
         taken = clock.text(datetime.now(UTC) - timedelta(seconds=5))
-        send.produce(config.topic("cluster-snapshots"), _fill(before, cid, taken),
-                     cid.encode())
+        _send_snapshot(send, config.topic("cluster-snapshots"), before, cid, taken)
         send.flush(10)
         time.sleep(1.0)
         now = datetime.now(UTC)
@@ -286,8 +299,7 @@ def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: s
         send.produce(config.topic("logdir-events"), json.dumps(event).encode())
         send.flush(10)
         time.sleep(1.0)  # the snapshot collector reads the cluster at once: ~1 s
-        send.produce(config.topic("cluster-snapshots"), _fill(after, cid, clock.text()),
-                     cid.encode())
+        _send_snapshot(send, config.topic("cluster-snapshots"), after, cid, clock.text())
         send.flush(10)
         waited = time.time() + 180
         while one_at_a_time and cid not in actions.arrived and time.time() < waited:
@@ -315,7 +327,7 @@ def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: s
 
 def loaded_latency(job: Job, config: Any, base: dict[str, Any], episodes: int,
                    label: str = f"under {RATE:,} samples/s",
-                   templates: tuple[bytes, bytes, str] | None = None,
+                   templates: tuple[list[bytes], list[bytes], str] | None = None,
                    seconds_each: float = 4.0) -> list[float]:
     ctx = multiprocessing.get_context("spawn")
     report: Any = ctx.Queue()
@@ -405,7 +417,7 @@ class MemoryWatch:
 
 def fleet(job: Job, config: Any, episodes: int) -> None:
     """The reference fleet (bench/synthetic.FULL: 1,000 brokers, 12,000 dirs, 100,000
-    partitions at RF 3) as whole snapshots, under the metric load: fault -> action."""
+    partitions at RF 3) as chunked snapshots, under the metric load: fault -> action."""
     from bench import synthetic
 
     started = time.perf_counter()
@@ -413,8 +425,10 @@ def fleet(job: Job, config: Any, episodes: int) -> None:
     replicas = sum(len(p["replicas"]) for p in base["partitions"])
     templates = _templates(base)
     del base
-    print(f"  snapshot: {replicas:,} replicas, {len(templates[0]) / 1e6:.1f} MB a record "
-          f"(built in {time.perf_counter() - started:.1f} s); the fault: {templates[2]}")
+    sizes = [len(c) for c in templates[0]]
+    print(f"  snapshot: {replicas:,} replicas, {sum(sizes) / 1e6:.1f} MB in {len(sizes)} "
+          f"chunks of at most {max(sizes) / 1e6:.1f} MB and a manifest (built in "
+          f"{time.perf_counter() - started:.1f} s); the fault: {templates[2]}")
     with MemoryWatch() as memory:
         # One failure at a time (each waits for the last one's action), as a fleet's
         # disks fail; the metric load runs throughout.

@@ -138,10 +138,17 @@ def producer(config: Config, **overrides: Any) -> Any:
 def consumer(config: Config, group: str, **overrides: Any) -> Any:
     """A confluent-kafka Consumer on the bus in ``group`` (offsets committed by the caller's
     choice: auto-commit unless ``enable.auto.commit`` is overridden)."""
+    return consumer_on(client_config(config), group, **overrides)
+
+
+def consumer_on(client: dict[str, Any], group: str, **overrides: Any) -> Any:
+    """The same consumer from plain client settings (``bootstrap.servers``), for code
+    that runs where the config is not (the job's executors)."""
     from confluent_kafka import Consumer
 
     settings = {
-        **client_config(config),
+        "logger": _quiet_logger(),
+        **client,
         "group.id": group,
         "auto.offset.reset": "latest",
         "enable.partition.eof": False,

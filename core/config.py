@@ -136,6 +136,10 @@ class CollectConfig:
     metrics_http_port: int = _field(0, _port)
     zk_http_port: int = _field(0, _port)
     snapshots_http_port: int = _field(0, _port)
+    # A snapshot crosses the bus in chunks of at most this many bytes of JSON, then a
+    # manifest (schemas/snapshot_chunks.py); 4 KiB to the 8 MiB a chunk record may be.
+    snapshot_chunk_bytes: int = _field(4 << 20, lambda v: None if 4096 <= v <= 8 << 20
+                                       else "must be 4096 to 8388608")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -187,7 +191,8 @@ class StreamConfig:
     # broker-metrics records per batch, and snapshots (tens of MB each) per batch.
     # Log-dir events are never held back.
     max_offsets_per_trigger: int = _field(250_000, _positive)
-    max_snapshots_per_trigger: int = _field(4, _positive)
+    # Snapshot records (chunks of up to [collect] snapshot_chunk_bytes, and manifests).
+    max_snapshots_per_trigger: int = _field(32, _positive)
     # Where a job with a new checkpoint starts; afterwards the checkpoint says.
     starting_offsets: str = _field("latest", _one_of("latest", "earliest"))
     # The job's Prometheus endpoint; port 0 picks a free one and prints it.

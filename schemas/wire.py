@@ -26,6 +26,9 @@ MAX_BYTES: dict[str, int] = {
     "broker-metric": 64 << 10,
     "logdir-event": 64 << 10,
     "cluster-snapshot": 64 << 20,
+    # A chunk of a snapshot (schemas/snapshot_chunks.py): the collector writes 4 MiB.
+    "cluster-snapshot-chunk": 8 << 20,
+    "cluster-snapshot-manifest": 1 << 20,
     "action": 16 << 20,
     "action-status": 1 << 20,
     "consumer-assignment": 16 << 20,

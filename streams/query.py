@@ -106,6 +106,7 @@ def build_query(spark: Any, config: Config, options: JobOptions,
     from streams.facts import FactLimits
     from streams.prescreen import fast_path
     from streams.signals import SIGNAL_DDL, to_signals
+    from streams.snapshot_reader import BusChunks
     from streams.stateful import detect_group
 
     topics = {config.topic(name): schema for name, schema in INPUT_TOPICS.items()}
@@ -148,7 +149,10 @@ def build_query(spark: Any, config: Config, options: JobOptions,
     signals = (
         source.coalesce(max(1, tasks))
         .mapInPandas(partial(to_signals, schemas=topics,
-                             limits=FactLimits.from_config(config.detect)), SIGNAL_DDL)
+                             limits=FactLimits.from_config(config.detect),
+                             # a manifest whose chunks are not in its batch
+                             chunk_source=BusChunks(str(config.bus.bootstrap_servers))),
+                     SIGNAL_DDL)
         .withWatermark("event_ts", f"{stream.watermark_delay_seconds} seconds")
     )
     outcomes = signals.groupBy("key").applyInPandasWithState(

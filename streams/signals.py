@@ -12,12 +12,13 @@ Runs on the executors: pure functions of pandas frames, no Spark calls.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import msgspec
 
 from core import clock
+from schemas import snapshot_chunks as chunking
 from schemas import wire
 from schemas.records import DeadLetter
 from schemas.registry import RecordError
@@ -44,13 +45,17 @@ REJECT = "reject"  # body: the DeadLetter JSON; key is ""
 
 COUNT_GAUGE = "kafka_log_offline_log_directory_count"
 
+# (topic, partition, manifest offset, manifest, chunks found so far by digest) -> the
+# chunks found (streams/snapshot_reader.py `BusChunks`): a manifest whose chunks came in
+# an earlier micro-batch, or before a fresh checkpoint's first offset.
+ChunkSource = Callable[[str, int, int, chunking.Manifest, dict[str, bytes]], dict[str, bytes]]
 
 
-def decode(schema: str, value: bytes | None) -> Any:
+def decode(schema: str, value: bytes | None, max_bytes: int | None = None) -> Any:
     """The decoded JSON value (through the one bounded decoder), or `NotJson` saying why
     there is none: never an exception, whatever the bytes."""
     try:
-        return wire.decode(schema, value)
+        return wire.decode(schema, value, max_bytes)
     except RecordError as exc:
         return NotJson(exc.problem)
 
@@ -81,9 +86,11 @@ class Rows:
 
 
 def to_signals(frames: Iterator[Any], schemas: Mapping[str, str],
-               limits: FactLimits) -> Iterator[Any]:
+               limits: FactLimits, chunk_source: ChunkSource | None = None
+               ) -> Iterator[Any]:
     """The `mapInPandas` body: Kafka rows (topic, partition, offset, timestamp, value) in,
-    `SIGNAL_DDL` rows out. ``schemas`` maps each input topic to its schema name.
+    `SIGNAL_DDL` rows out. ``schemas`` maps each input topic to its schema name;
+    ``chunk_source`` finds a chunked snapshot's chunks that are not in the batch.
 
     The whole partition is validated at once: a GX run has a fixed cost (~0.15 s per
     suite) that Arrow's 10,000-row chunks would pay again and again.
@@ -99,23 +106,31 @@ def to_signals(frames: Iterator[Any], schemas: Mapping[str, str],
             if name is None:
                 raise ValueError(f"the job read topic {topic!r}, which it does not know; "
                                  f"known: {', '.join(schemas)}")
-            _topic_signals(rows, name, group, limits)
+            _topic_signals(rows, name, group, limits, chunk_source)
     if rows.columns["kind"]:
         # An empty frame would still go through Arrow, where pyspark 4.2 with pyarrow
         # 26 fails to convert it ("Cannot convert ChunkedArray to Array"): yield none.
         yield rows.frame()
 
 
-def _topic_signals(rows: Rows, name: str, group: Any, limits: FactLimits) -> None:
+def _topic_signals(rows: Rows, name: str, group: Any, limits: FactLimits,
+                   chunk_source: ChunkSource | None = None) -> None:
     topics = group["topic"].tolist()
     partitions = group["partition"].tolist()
     offsets = group["offset"].tolist()
     stamps = (group["timestamp"].astype("int64") // 1_000_000).tolist()  # ns -> ms
     values = group["value"].tolist()
+    raws = values  # what a dead letter carries: the record, not what was made of it
     extra: dict[str, list[Any]] = {}
     facts: list[tuple[str, int, str] | None] = []
     if name == "cluster-snapshot":
-        docs, extra[LOADER], facts = _snapshots(values, limits)
+        keep, values, caps = _unchunk(rows, topics, partitions, offsets, stamps, values,
+                                      chunk_source)
+        if len(keep) < len(raws):
+            topics, partitions, offsets, stamps, raws = (
+                [column[i] for i in keep]
+                for column in (topics, partitions, offsets, stamps, raws))
+        docs, extra[LOADER], facts = _snapshots(values, limits, caps)
     else:
         docs = [decode(name, v) for v in values]
     columns = checked_columns(name, docs, extra)
@@ -129,14 +144,14 @@ def _topic_signals(rows: Rows, name: str, group: Any, limits: FactLimits) -> Non
         if reason is not None:
             cluster = doc.get("cluster_id") if type(doc) is dict else None
             rows.add("", REJECT, stamps[i], *where, body=_dead_letter(
-                values[i], f"{reason} (suite {name})", where,
+                raws[i], f"{reason} (suite {name})", where,
                 cluster if type(cluster) is str else None))
         else:
             try:
                 _signal(rows, name, doc, facts[i] if facts else None, where)
             except Exception as exc:  # total: a record never fails a task
                 rows.add("", REJECT, stamps[i], *where, body=_dead_letter(
-                    values[i], f"$: cannot be read as a {name}: {type(exc).__name__}: {exc}",
+                    raws[i], f"$: cannot be read as a {name}: {type(exc).__name__}: {exc}",
                     where, None))
 
 
@@ -165,21 +180,80 @@ def _signal(rows: Rows, name: str, doc: dict[str, Any], facts: tuple[str, int, s
         rows.add(cluster_id, SNAPSHOT, ms, *where, body=body)
 
 
-def _snapshots(values: list[bytes | None], limits: FactLimits
+def _unchunk(rows: Rows, topics: list[str], partitions: list[int], offsets: list[int],
+             stamps: list[int], values: list[bytes | None], source: ChunkSource | None
+             ) -> tuple[list[int], list[bytes | None], list[int]]:
+    """A chunked snapshot's records (schemas/snapshot_chunks.py) made whole: each chunk is
+    checked as it comes (a bad one is a dead letter) and signals nothing; each manifest
+    becomes its assembled snapshot, from chunks in this batch or found before it on the
+    bus, and a manifest whose chunks cannot all be found is a dead letter saying so.
+    Returns the rows that go on as snapshots (whole ones and assembled manifests), their
+    values, and each one's size limit."""
+    kinds = [chunking.kind_of(v) for v in values]
+    plain = wire.limit("cluster-snapshot")
+    if all(k == chunking.SNAPSHOT for k in kinds):
+        return list(range(len(values))), values, [plain] * len(values)
+
+    def refuse(i: int, reason: str, cluster: str | None = None) -> None:
+        where = (topics[i], partitions[i], offsets[i])
+        rows.add("", REJECT, stamps[i], *where,
+                 body=_dead_letter(values[i], reason, where, cluster))
+
+    in_batch: dict[str, bytes] = {}
+    for i, kind in enumerate(kinds):
+        if kind == chunking.CHUNK:
+            try:
+                chunking.check_chunk(values[i])
+            except RecordError as exc:
+                refuse(i, str(exc))
+                continue
+            value = values[i]
+            assert value is not None  # a tombstone is not a chunk
+            in_batch[chunking.digest(value)] = value
+    keep: list[int] = []
+    out: list[bytes | None] = []
+    for i, kind in enumerate(kinds):
+        if kind == chunking.SNAPSHOT:
+            keep.append(i)
+            out.append(values[i])
+        elif kind == chunking.MANIFEST:
+            cluster = None
+            try:
+                manifest = chunking.check_manifest(values[i])
+                cluster = manifest.cluster_id
+                found = {ref.sha256: in_batch[ref.sha256] for ref in manifest.chunks
+                         if ref.sha256 in in_batch}
+                if source is not None and chunking.missing(manifest, found):
+                    found = source(topics[i], partitions[i], offsets[i], manifest, found)
+                out.append(chunking.assemble(manifest, found))
+                keep.append(i)
+            except (RecordError, chunking.ChunkError) as exc:
+                refuse(i, str(exc), cluster)
+            except Exception as exc:  # total: the bus, a record: never fails a task
+                refuse(i, f"$: the chunks of this snapshot manifest could not be read: "
+                          f"{type(exc).__name__}: {exc}", cluster)
+    caps = [plain if kinds[i] == chunking.SNAPSHOT else chunking.MAX_ASSEMBLED_BYTES
+            for i in keep]
+    return keep, out, caps
+
+
+def _snapshots(values: list[bytes | None], limits: FactLimits, caps: list[int] | None = None
                ) -> tuple[list[Any], list[str | None], list[tuple[str, int, str] | None]]:
     """Decode, check and reduce snapshots one at a time (one of 100,000 partitions is a
     few hundred MB as Python objects): per record, the top-level fields for the suite
-    (arrays emptied: the loader checks their insides), the loader's error, the facts."""
+    (arrays emptied: the loader checks their insides), the loader's error, the facts.
+    ``caps``: each value's size limit (an assembled snapshot may be larger than a record)."""
     docs: list[Any] = []
     errors: list[str | None] = []
     facts: list[tuple[str, int, str] | None] = []
-    for value in values:
-        fast = _typed(value)
+    for k, value in enumerate(values):
+        cap = caps[k] if caps is not None else wire.limit("cluster-snapshot")
+        fast = _typed(value, cap)
         snapshot: Snapshot | None = None
         if fast is not None:
             doc, snapshot = fast
         else:
-            doc = decode("cluster-snapshot", value)
+            doc = decode("cluster-snapshot", value, cap)
         error = found = None
         if type(doc) is dict:
             try:
@@ -203,12 +277,13 @@ def _snapshots(values: list[bytes | None], limits: FactLimits
 _TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
-def _typed(value: bytes | None) -> tuple[dict[str, Any], Snapshot] | None:
+def _typed(value: bytes | None, cap: int | None = None
+           ) -> tuple[dict[str, Any], Snapshot] | None:
     """The common case, fast: the typed decoder accepts the snapshot as it stands (its
     checks are the walker's), and the suite gets the top-level fields with the arrays
     left empty, as below, without building the arrays' contents twice (a 300,000-replica
     snapshot: 0.3 s instead of 1.7 s). None sends the record down the checking path."""
-    if value is None or len(value) > wire.limit("cluster-snapshot"):
+    if value is None or len(value) > (wire.limit("cluster-snapshot") if cap is None else cap):
         return None
     try:  # total: whatever the bytes, the checking path below says what is wrong
         snapshot = decode_snapshot(value)

@@ -15,6 +15,8 @@ from typing import Any
 import msgspec
 
 from core.config import Config
+from schemas import snapshot_chunks as chunking
+from schemas.registry import RecordError
 from streams.detect_types import SnapshotRef
 
 
@@ -57,10 +59,31 @@ class SnapshotReader:
                                       f"{msg.error()}")
             if msg.offset() < ref.offset or not _same_cluster(msg, cluster_id):
                 continue
-            return bytes(msg.value())
+            value = bytes(msg.value())
+            kind = chunking.kind_of(value)
+            if kind == chunking.CHUNK:  # unkeyed: matched by its cluster id, still a part
+                continue
+            if kind == chunking.MANIFEST:
+                return self._assembled(value, ref.topic, ref.partition, msg.offset(),
+                                       deadline)
+            return value
         raise SnapshotMissing(
             f"no snapshot of cluster {cluster_id} at or after {ref.topic}[{ref.partition}]"
             f"@{ref.offset} within {self.timeout:.0f} s; is the bus reachable?")
+
+    def _assembled(self, value: bytes, topic: str, partition: int, offset: int,
+                   deadline: float) -> bytes:
+        try:
+            manifest = chunking.check_manifest(value)
+        except RecordError as exc:
+            raise SnapshotMissing(f"the snapshot manifest at {topic}[{partition}]@{offset} "
+                                  f"is refused: {exc}") from None
+        found = find_chunks(self._consumer, topic, partition, offset, manifest,
+                            max(1.0, deadline - time.monotonic()))
+        try:
+            return chunking.assemble(manifest, found)
+        except chunking.ChunkError as exc:
+            raise SnapshotMissing(str(exc)) from None
 
     def close(self) -> None:
         if self._consumer is not None:
@@ -76,3 +99,117 @@ def _same_cluster(msg: Any, cluster_id: str) -> bool:
         return msgspec.json.decode(msg.value(), type=_ClusterOnly).cluster_id == cluster_id
     except (ValueError, TypeError):  # not JSON, not UTF-8 (msgspec raises the codec's error)
         return False
+
+
+def find_chunks(consumer: Any, topic: str, partition: int, manifest_offset: int,
+                manifest: chunking.Manifest, timeout: float,
+                found: dict[str, bytes] | None = None) -> dict[str, bytes]:
+    """The manifest's chunks (values by digest) among the records before it in its
+    partition, with ``found`` already in hand. The collector writes them just before
+    the manifest, so the search starts a few records back and looks four times further
+    each round, to the partition's start; checked chunks only (`check_chunk`): a record
+    with the right digest that is not a good chunk is not used. Returns what it found;
+    the caller says what is missing."""
+    from confluent_kafka import TopicPartition
+
+    out = dict(found or {})
+    wanted = {ref.sha256: ref.bytes for ref in manifest.chunks if ref.sha256 not in out}
+    if not wanted:
+        return out
+    sizes = set(wanted.values())
+    deadline = time.monotonic() + timeout
+    low, _high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                timeout=max(1.0, timeout))
+    back = len(manifest.chunks) + 8
+    end = manifest_offset
+    while wanted and time.monotonic() < deadline:
+        start = max(low, manifest_offset - back)
+        consumer.assign([TopicPartition(topic, partition, start)])
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            if msg.offset() >= end:
+                break
+            value = msg.value()
+            if value is not None and len(value) in sizes:
+                key = chunking.digest(value)
+                if key in wanted:
+                    try:
+                        chunking.check_chunk(value)
+                    except RecordError:
+                        continue
+                    out[key] = bytes(value)
+                    del wanted[key]
+                    if not wanted:
+                        break
+        if start <= low:
+            break
+        end = start  # the next round reads only what this one did not
+        back *= 4
+    consumer.unassign()
+    return out
+
+
+class BusChunks:
+    """`find_chunks` from where the config is not (the job's executors): built from the
+    bus's address, picklable (its consumer is made on first use, in the process that
+    uses it, and kept there)."""
+
+    def __init__(self, bootstrap_servers: str, timeout: float = 30.0) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.timeout = timeout
+        self._consumer: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"bootstrap_servers": self.bootstrap_servers, "timeout": self.timeout}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["bootstrap_servers"], state["timeout"])  # type: ignore[misc]
+
+    def __call__(self, topic: str, partition: int, offset: int,
+                 manifest: chunking.Manifest, found: dict[str, bytes]) -> dict[str, bytes]:
+        from core.bus import consumer_on
+
+        if self._consumer is None:
+            self._consumer = consumer_on(
+                {"bootstrap.servers": self.bootstrap_servers}, "selfheal-stream-chunks",
+                **{"enable.auto.commit": False, "auto.offset.reset": "earliest",
+                   "topic.metadata.refresh.interval.ms": 5000})
+        try:
+            return find_chunks(self._consumer, topic, partition, offset, manifest,
+                               self.timeout, found)
+        except Exception:
+            self._consumer.close()  # a fresh connection next time
+            self._consumer = None
+            raise
+
+
+def read_latest(config: Config, cluster_id: str, timeout: float = 30.0) -> bytes:
+    """``cluster_id``'s latest snapshot on the bus as one whole document (a chunked one
+    assembled): what the job would plan from next. `SnapshotMissing` when there is none."""
+    from streams.starting import latest_snapshots
+
+    topic = config.topic("cluster-snapshots")
+    found = {p: at for p, (at, _end) in latest_snapshots(config, cluster_id).items()
+             if at is not None}
+    if not found:
+        raise SnapshotMissing(
+            f"no snapshot of cluster {cluster_id} among the last records of {topic}; is "
+            "`selfheal collect snapshots` running against this cluster and bus?")
+    reader = SnapshotReader(config, timeout)
+    try:
+        values = [reader(SnapshotRef(topic, p, at, 0), cluster_id)
+                  for p, at in sorted(found.items())]
+    finally:
+        reader.close()
+    if len(values) == 1:
+        return values[0]
+    from core import clock
+
+    return max(values, key=lambda v: clock.epoch_ms(
+        msgspec.json.decode(v, type=_TakenAt).taken_at))
+
+
+class _TakenAt(msgspec.Struct):
+    taken_at: str

@@ -17,7 +17,9 @@ from typing import Any
 
 from core.config import Config
 
-LOOK_BACK = 64  # records per partition searched for this cluster's latest snapshot
+# Records per partition searched for this cluster's latest snapshot (its manifest, or a
+# whole one): a fleet's snapshot at 2.8M replicas is ~60 chunks before its manifest.
+LOOK_BACK = 128
 
 
 def is_fresh(checkpoint: Path) -> bool:
@@ -29,6 +31,16 @@ def is_fresh(checkpoint: Path) -> bool:
 def snapshot_offsets(config: Config, cluster: str, timeout: float = 15.0) -> str:
     """Spark's `startingOffsets` JSON for the snapshot topic: per partition, the offset of
     ``cluster``'s latest snapshot, else its end (what arrives from now on)."""
+    topic = config.topic("cluster-snapshots")
+    start = {str(p): found if found is not None else end
+             for p, (found, end) in latest_snapshots(config, cluster, timeout).items()}
+    return json.dumps({topic: start})
+
+
+def latest_snapshots(config: Config, cluster: str, timeout: float = 15.0
+                     ) -> dict[int, tuple[int | None, int]]:
+    """Per partition of the snapshot topic: the offset of ``cluster``'s latest snapshot
+    record (a manifest or a whole snapshot) or None, and the partition's end."""
     from confluent_kafka import TopicPartition
 
     from core.bus import consumer
@@ -39,16 +51,16 @@ def snapshot_offsets(config: Config, cluster: str, timeout: float = 15.0) -> str
     try:
         meta = reader.list_topics(topic, timeout=timeout)
         partitions = sorted(meta.topics[topic].partitions) if topic in meta.topics else []
-        start: dict[str, int] = {}
+        out: dict[int, tuple[int | None, int]] = {}
         for p in partitions:
             low, high = reader.get_watermark_offsets(TopicPartition(topic, p),
                                                      timeout=timeout)
             found = _latest_of(reader, TopicPartition, topic, p, max(low, high - LOOK_BACK),
                                high, cluster, timeout) if high > low else None
-            start[str(p)] = found if found is not None else high
+            out[p] = (found, high)
     finally:
         reader.close()
-    return json.dumps({topic: start})
+    return out
 
 
 def _latest_of(reader: Any, partition_type: Any, topic: str, partition: int, first: int,

@@ -73,6 +73,9 @@ def register(subparsers: Any) -> None:
                    help="read the cluster once and write the snapshot to FILE ('-': "
                    "stdout) instead of producing it, for `selfheal plan ... --snapshot "
                    "FILE`; needs no bus")
+    p.add_argument("--from-bus", action="store_true",
+                   help="with --out: write this cluster's latest snapshot on the bus "
+                   "instead (chunks assembled into one document: what the job plans from)")
     p.set_defaults(func=_guard(_snapshots))
 
 
@@ -145,8 +148,11 @@ def _snapshots(args: argparse.Namespace, config: Any) -> int:
     from streams.collect.snapshots import run_snapshots
 
     _positive(args.probe_interval, "--probe-interval")
+    if args.from_bus and args.out is None:
+        raise CliError("--from-bus goes with --out FILE (the file to write the snapshot "
+                       "to; '-' for stdout)", code=2)
     if args.out is not None:
-        return _snapshot_file(args.out, config)
+        return _snapshot_file(args.out, config, args.from_bus)
     config.require_bootstrap_servers()
     interval = args.interval or config.collect.snapshot_interval_seconds
     probe = args.probe_interval or config.collect.log_dir_probe_interval_seconds
@@ -155,12 +161,13 @@ def _snapshots(args: argparse.Namespace, config: Any) -> int:
         return run_snapshots(run, interval, probe)
 
 
-def _snapshot_file(out: str, config: Any) -> int:
+def _snapshot_file(out: str, config: Any, from_bus: bool = False) -> int:
     import sys
 
     from core.live import LiveReadError
     from schemas.snapshot import SnapshotError
-    from streams.collect.snapshots import write_snapshot
+    from streams.collect.snapshots import write_from_bus, write_snapshot
+    from streams.snapshot_reader import SnapshotMissing
 
     if out != "-":
         from pathlib import Path
@@ -170,8 +177,9 @@ def _snapshot_file(out: str, config: Any) -> int:
             raise CliError(f"--out {out}: no directory {parent}; create it or write "
                            "elsewhere", code=2)
     try:
-        write_snapshot(config, out, lambda m: print(m, file=sys.stderr))
-    except LiveReadError as exc:
+        (write_from_bus if from_bus else write_snapshot)(
+            config, out, lambda m: print(m, file=sys.stderr))
+    except (LiveReadError, SnapshotMissing) as exc:
         raise CliError(str(exc), code=1) from None
     except SnapshotError as exc:
         raise CliError(f"the cluster's snapshot breaks the schema, nothing written: {exc}",

@@ -26,11 +26,13 @@ import contextlib
 import functools
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from core.config import Config
+from schemas import snapshot_chunks as chunking
 from schemas.records import LogDirEvent
 from schemas.registry import RecordError
 from streams.collect.events import (
@@ -151,7 +153,22 @@ class SnapshotCollector:
             sink.dead_letter(value, exc, self.snapshot_topic, self.cluster_id)
             self.run.telemetry.failed("invalid_snapshot", time.monotonic() - started)
             return False
-        sink.send(self.snapshot_topic, value, self.cluster_id.encode(), self.run.stop)
+        try:
+            chunks, manifest = chunking.split(doc, uuid.uuid4().hex,
+                                              self.run.config.collect.snapshot_chunk_bytes)
+        except chunking.ChunkError as exc:
+            sink.dead_letter(value, exc, self.snapshot_topic, self.cluster_id)
+            self.run.telemetry.failed("invalid_snapshot", time.monotonic() - started)
+            return False
+        # The chunks, then the manifest that makes them a snapshot: a stop half-way
+        # leaves chunks no manifest names, which every reader ignores.
+        for seq, chunk in enumerate(chunks):
+            if not sink.send(self.snapshot_topic, chunk,
+                             chunking.chunk_key(self.cluster_id, seq), self.run.stop):
+                return False
+        if not sink.send(self.snapshot_topic, manifest, self.cluster_id.encode(),
+                         self.run.stop):
+            return False
         self.placement.update(snapshot)
         alive = {b["id"] for b in doc["brokers"] if b["alive"]}
         self.observe(sink, alive, {
@@ -164,7 +181,8 @@ class SnapshotCollector:
         self.run.log(f"snapshot ({reason}): {len(doc['brokers'])} brokers "
                      f"({len(alive)} alive), {len(doc['partitions'])} partitions, "
                      f"{offline} offline dirs, {len(doc.get('consumer_groups', []))} "
-                     f"consumer groups, {len(value)} bytes, {seconds:.2f} s, "
+                     f"consumer groups, {len(value)} bytes in {len(chunks)} chunks, "
+                     f"{seconds:.2f} s, "
                      f"{self.memory.last_described} of {len(doc['brokers'])} brokers' "
                      "dirs described")
         return True
@@ -281,6 +299,36 @@ def write_snapshot(config: Config, out: str, say: Callable[[str], None]) -> None
             say(f"WARNING the snapshot has no consumer groups: {type(exc).__name__}: {exc}")
     value = msgspec.json.encode(doc)
     parse_snapshot(value)  # a snapshot the planners would refuse is not written
+    _write_out(value, out)
+    offline = sum(1 for b in doc["brokers"] if b["alive"]
+                  for d in b["log_dirs"] if not d["online"])
+    say(f"snapshot of {doc['cluster_id']}: {len(doc['brokers'])} brokers, "
+        f"{len(doc['partitions'])} partitions, {offline} offline dirs, "
+        f"{len(doc.get('consumer_groups', []))} consumer groups, {len(value)} bytes, "
+        f"{time.monotonic() - started:.2f} s -> {'stdout' if out == '-' else out}")
+
+
+def write_from_bus(config: Config, out: str, say: Callable[[str], None]) -> None:
+    """Write this cluster's latest snapshot on the bus (a chunked one assembled: what the
+    job plans from) to ``out`` as one whole document, checked as every reader checks it.
+    Raises SnapshotMissing when there is none, SnapshotError when it is refused."""
+    from core.owner import cluster_name
+    from schemas.snapshot import parse_snapshot
+    from streams.snapshot_reader import read_latest
+
+    started = time.monotonic()
+    cluster = cluster_name(config)
+    value = read_latest(config, cluster)
+    snapshot = parse_snapshot(value)
+    _write_out(value, out)
+    say(f"snapshot of {cluster} taken at {snapshot.taken_at} (from "
+        f"{config.topic('cluster-snapshots')}): {len(snapshot.brokers)} brokers, "
+        f"{len(snapshot.partitions)} partitions, {len(value)} bytes, "
+        f"{time.monotonic() - started:.2f} s -> {'stdout' if out == '-' else out}")
+
+
+def _write_out(value: bytes, out: str) -> None:
+    """``value`` to stdout ("-") or to the file ``out``, replaced whole or not at all."""
     if out == "-":
         sys.stdout.buffer.write(value + b"\n")
         sys.stdout.flush()
@@ -289,12 +337,6 @@ def write_snapshot(config: Config, out: str, say: Callable[[str], None]) -> None
         partial = target.with_name(f".{target.name}.partial")
         partial.write_bytes(value + b"\n")
         partial.replace(target)
-    offline = sum(1 for b in doc["brokers"] if b["alive"]
-                  for d in b["log_dirs"] if not d["online"])
-    say(f"snapshot of {doc['cluster_id']}: {len(doc['brokers'])} brokers, "
-        f"{len(doc['partitions'])} partitions, {offline} offline dirs, "
-        f"{len(doc.get('consumer_groups', []))} consumer groups, {len(value)} bytes, "
-        f"{time.monotonic() - started:.2f} s -> {'stdout' if out == '-' else out}")
 
 
 def _events_consumer(run: CollectorRun, topic: str) -> Any:

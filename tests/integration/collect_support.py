@@ -3,6 +3,7 @@ and a reader of a selfheal.* topic that sees only what arrives after it starts."
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -32,6 +33,31 @@ class Message:
     headers: tuple[tuple[str, bytes], ...]
     arrived: float  # time.monotonic() when the reader got it
     arrived_at: float  # time.time() of the same moment, to compare with records' times
+
+
+def snapshots(messages: list[Message]) -> list[Message]:
+    """The snapshots among the records of the snapshot topic, as whole documents: a
+    manifest becomes its assembled snapshot (its chunks are among ``messages``; one whose
+    chunks came before the reader started is left out), chunks drop out, a whole
+    snapshot stays. What every reader of the topic does (schemas/snapshot_chunks.py)."""
+    from schemas import snapshot_chunks as chunking
+    from schemas.registry import RecordError
+
+    chunks = {chunking.digest(m.value): m.value for m in messages
+              if chunking.kind_of(m.value) == chunking.CHUNK and m.value is not None}
+    out = []
+    for m in messages:
+        kind = chunking.kind_of(m.value)
+        if kind == chunking.SNAPSHOT:
+            out.append(m)
+        elif kind == chunking.MANIFEST:
+            try:
+                manifest = chunking.check_manifest(m.value)
+                whole = chunking.assemble(manifest, chunks)
+            except (RecordError, chunking.ChunkError):
+                continue
+            out.append(dataclasses.replace(m, value=whole))
+    return out
 
 
 def sandbox_config(state: SandboxState) -> Config:

@@ -16,7 +16,12 @@ from sandbox import cluster, traffic
 from sandbox.status import kafka_admin, placement
 from schemas.records import LogDirEvent
 from schemas.snapshot import Snapshot, parse_snapshot
-from tests.integration.collect_support import Collector, TopicReader, sandbox_config
+from tests.integration.collect_support import (
+    Collector,
+    TopicReader,
+    sandbox_config,
+    snapshots,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +31,8 @@ QUIET = ["--interval", "600", "--probe-interval", "600"]  # only events trigger 
 
 
 def _snapshots(messages) -> list[Snapshot]:
-    return [parse_snapshot(m.value) for m in messages]  # each one loads and validates
+    # each one assembled from its chunks, loaded and validated
+    return [parse_snapshot(m.value) for m in snapshots(messages)]
 
 
 def _started(state, args: list[str], env: dict[str, str] | None = None) -> Collector:
@@ -58,12 +64,17 @@ def test_a_snapshot_has_every_partition_and_the_dirs_describe_log_dirs_gives(san
     topic = "collect-snapshot-match"
     traffic.create_topic(sandbox, topic, partitions=4, replication_factor=2)
     traffic.produce(sandbox, topic, 200)
+    small = {"SELFHEAL_COLLECT_SNAPSHOT_CHUNK_BYTES": "4096"}  # several chunks
     with TopicReader(sandbox, SNAPSHOTS) as reader, \
-            Collector(sandbox, ["snapshots", "--once"]) as once:
+            Collector(sandbox, ["snapshots", "--once"], small) as once:
         assert once.proc.wait(timeout=120) == 0, once.text()
-        (message, *_) = reader.wait_for(lambda ms: ms, what="snapshot")
+        (message, *_) = reader.wait_for(snapshots, what="snapshot")
+    assert len(reader.messages) > 2, once.text()
     snapshot = parse_snapshot(message.value)
-    assert message.key == sandbox.cluster_id.encode()
+    assert message.key == sandbox.cluster_id.encode()  # the manifest's key
+    assert [m.key for m in reader.messages] == [
+        *(f"{sandbox.cluster_id}/chunk/{seq}".encode()
+          for seq in range(len(reader.messages) - 1)), sandbox.cluster_id.encode()]
     assert snapshot.cluster_id == sandbox.cluster_id
     with kafka_admin(sandbox) as admin:
         topics = admin.describe_topics()
@@ -94,10 +105,11 @@ def test_a_snapshot_has_every_partition_and_the_dirs_describe_log_dirs_gives(san
 
 def test_a_log_dir_event_triggers_a_snapshot(sandbox):
     with TopicReader(sandbox, SNAPSHOTS) as reader, _started(sandbox, QUIET) as collector:
-        reader.wait_for(lambda ms: ms, what="start-up snapshot")
-        mark = len(reader.messages)
+        reader.wait_for(snapshots, what="start-up snapshot")
+        mark = len(snapshots(reader.messages))
         sent = _send_events(sandbox, [_failure(sandbox.cluster_id, 1)])
-        (message, *_) = reader.wait_for(lambda ms: ms[mark:], what="triggered snapshot")
+        (message, *_) = reader.wait_for(lambda ms: snapshots(ms)[mark:],
+                                        what="triggered snapshot")
         print(f"log-dir event acked -> snapshot read: {message.arrived - sent:.2f} s")
         collector.wait_for_line(r"snapshot \(log_dir_failure broker 1 \(zookeeper\)\)")
         assert collector.stop() == 0, collector.text()
@@ -108,15 +120,15 @@ def test_a_burst_of_events_makes_one_snapshot_and_other_clusters_events_none(san
     env = {"SELFHEAL_COLLECT_EVENT_COALESCE_SECONDS": "1.0"}
     with TopicReader(sandbox, SNAPSHOTS) as reader, \
             _started(sandbox, QUIET, env) as collector:
-        reader.wait_for(lambda ms: ms, what="start-up snapshot")
-        mark = len(reader.messages)
+        reader.wait_for(snapshots, what="start-up snapshot")
+        mark = len(snapshots(reader.messages))
         burst = [_failure("some-other-cluster", 0)] + [
             _failure(sandbox.cluster_id, b.node_id) for b in sandbox.brokers]
         _send_events(sandbox, burst)
-        reader.wait_for(lambda ms: ms[mark:], what="triggered snapshot")
+        reader.wait_for(lambda ms: snapshots(ms)[mark:], what="triggered snapshot")
         line = collector.wait_for_line(r"snapshot \(log_dir_failure broker")
         time.sleep(3)  # room for a second snapshot, which must not come
-        assert len(reader.messages) == mark + 1, collector.text()
+        assert len(snapshots(reader.messages)) == mark + 1, collector.text()
         assert collector.stop() == 0, collector.text()
     # three events of this cluster, one snapshot; the other cluster's event is not counted
     assert re.search(r"log_dir_failure broker \d \(zookeeper\) and 2 more\)", line), line

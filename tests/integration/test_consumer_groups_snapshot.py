@@ -14,7 +14,7 @@ from core.locality import diagnose, locality
 from core.model import ClusterModel
 from sandbox.status import kafka_admin
 from schemas.snapshot import ConsumerGroup, parse_snapshot
-from tests.integration.collect_support import Collector, TopicReader
+from tests.integration.collect_support import Collector, TopicReader, snapshots
 from tests.integration.serve_harness import placed_topic, wait_until
 
 pytestmark = pytest.mark.integration
@@ -69,7 +69,7 @@ def test_a_real_group_appears_in_the_snapshot_with_its_members_racks_and_assignm
         held = {m.client_id: m.assigned for m in members}
 
         def group_in(messages):
-            for message in reversed(messages):
+            for message in reversed(snapshots(messages)):
                 snapshot = parse_snapshot(message.value)  # loads and validates
                 found = {g.group: g for g in snapshot.consumer_groups}.get(group)
                 if found is not None and _held(found) == held:

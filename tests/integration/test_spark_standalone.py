@@ -24,7 +24,7 @@ from tests.e2e.loop_support import (
     parsed,
     wait_for_batches,
 )
-from tests.integration.collect_support import TopicReader
+from tests.integration.collect_support import TopicReader, snapshots
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +41,7 @@ def wait_for_snapshot_placing(reader: TopicReader, cluster_id: str, topic: str, 
         return any(snap.get("cluster_id") == cluster_id and any(
             p["topic"] == topic and any(r["broker"] == broker and r.get("log_dir") == path
                                         for r in p["replicas"])
-            for p in snap["partitions"]) for snap in parsed(msgs, "cluster-snapshot"))
+            for p in snap["partitions"]) for snap in parsed(snapshots(msgs), "cluster-snapshot"))
 
     reader.wait_for(placed, timeout,
                     what=f"a snapshot placing {topic} on broker {broker}'s {path}")

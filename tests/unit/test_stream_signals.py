@@ -177,7 +177,7 @@ def test_the_typed_fast_path_gives_what_the_checking_path_gives(monkeypatch):
     records.append(("s", {**SNAPSHOT_DOC, "extra_field": {"kept": True}}))
     assert module._typed(json.dumps(records[0][1]).encode()) is not None  # taken fast
     fast = signals(*records)
-    monkeypatch.setattr(module, "_typed", lambda value: None)  # the walker only
+    monkeypatch.setattr(module, "_typed", lambda value, cap=None: None)  # the walker only
     slow = signals(*records)
     assert list(fast["kind"]) == [SNAPSHOT] * 3 + [REJECT]
 
@@ -201,3 +201,87 @@ def test_poison_on_the_snapshot_topic_is_a_dead_letter_not_a_failed_task(raw):
     (row,) = signals(("s", raw)).itertuples()
     assert row.kind == REJECT
     validate("dead-letter", json.loads(row.body))
+
+
+# --- chunked snapshots (schemas/snapshot_chunks.py) ----------------------------------
+
+
+def chunked(seed: int = 0, target: int = 8 << 10) -> tuple[dict[str, Any], list[bytes], bytes]:
+    from bench import synthetic
+    from schemas import snapshot_chunks as chunking
+
+    whole = {**synthetic.generate(brokers=9, partitions=200, seed=seed),
+             "taken_at": "2026-11-22T03:50:54.123Z"}
+    chunks, manifest = chunking.split(whole, f"snap-{seed}", target)
+    return whole, chunks, manifest
+
+
+def test_a_chunked_snapshot_becomes_the_facts_of_the_whole_at_its_manifest():
+    whole, chunks, manifest = chunked()
+    assert len(chunks) > 3
+    out = signals(*[("s", c) for c in chunks], ("s", manifest))
+    (row,) = out.itertuples()
+    assert (row.kind, row.offset) == (SNAPSHOT, len(chunks))  # the manifest's coordinates
+    reference = signals(("s", whole))
+    assert row.body == reference["body"].iloc[0]
+
+
+def test_chunks_found_on_the_bus_complete_a_manifest_whose_chunks_came_earlier():
+    from schemas import snapshot_chunks as chunking
+
+    whole, chunks, manifest = chunked()
+    asked = []
+
+    def bus(topic, partition, offset, wanted, found):
+        asked.append((topic, partition, offset, sorted(found)))
+        return {**found, **{chunking.digest(c): c for c in chunks[:2]}}
+
+    frame = kafka_frame(*[("s", c) for c in chunks[2:]], ("s", manifest))
+    (out,) = to_signals(iter([frame]), TOPICS, FactLimits(), bus)
+    assert list(out["kind"]) == [SNAPSHOT]
+    assert asked == [("s", 0, len(chunks) - 2,
+                      sorted(chunking.digest(c) for c in chunks[2:]))]
+    assert out["body"].iloc[0] == signals(("s", whole))["body"].iloc[0]
+
+
+def test_a_bad_chunk_is_a_dead_letter_and_its_snapshot_is_never_assembled():
+    _, chunks, manifest = chunked()
+    poisoned = chunks[1].replace(b'"leader":', b'"leader":"x","x":', 1)
+    out = signals(*[("s", c) for c in (chunks[:1] + [poisoned] + chunks[2:])],
+                  ("s", manifest))
+    assert list(out["kind"]) == [REJECT, REJECT]
+    chunk_letter, manifest_letter = (json.loads(b) for b in out["body"])
+    for letter in (chunk_letter, manifest_letter):
+        validate("dead-letter", letter)
+    assert chunk_letter["source_offset"] == 1
+    assert "partitions[0].leader: Expected `int`, got `str`" in chunk_letter["reason"]
+    assert manifest_letter["source_offset"] == len(chunks)
+    assert "is incomplete: chunk 1 of" in manifest_letter["reason"]
+    assert manifest_letter["cluster_id"] == json.loads(manifest)["cluster_id"]
+    assert manifest_letter["raw"] == manifest.decode()  # the manifest, not an assembly
+
+
+def test_a_chunk_alone_says_nothing_and_a_bus_that_fails_costs_only_its_manifest():
+    _, chunks, manifest = chunked()
+    assert signals(("s", chunks[0])).empty
+
+    def broken(*_args):
+        raise RuntimeError("bus away")
+
+    frame = kafka_frame(("s", manifest), ("s", SNAPSHOT_DOC))
+    (out,) = to_signals(iter([frame]), TOPICS, FactLimits(), broken)
+    assert list(out["kind"]) == [REJECT, SNAPSHOT]
+    assert "could not be read: RuntimeError: bus away" in json.loads(out["body"][0])["reason"]
+
+
+def test_an_assembled_snapshot_that_contradicts_itself_is_refused_at_its_manifest():
+    from schemas import snapshot_chunks as chunking
+
+    whole, _, _ = chunked()
+    whole["partitions"][150]["replicas"][0]["broker"] = 99  # a broker chunk 0 does not list
+    chunks, manifest = chunking.split(whole, "snap-x", 8 << 10)
+    out = signals(*[("s", c) for c in chunks], ("s", manifest))
+    assert list(out["kind"]) == [REJECT]
+    letter = json.loads(out["body"][0])
+    assert letter["source_offset"] == len(chunks)
+    assert "partitions[150].replicas[0].broker" in letter["reason"]
