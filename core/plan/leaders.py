@@ -57,6 +57,12 @@ class _Leadership:
         for b, c in self.count.items():
             if (r := self.rack[b]) is not None:
                 self.rack_total[r] += c
+        # Leaders per broker of each rack (None: no rack, 0), kept up to date by `move`:
+        # the direct pass asks for a broker's density millions of times at 2.8M replicas.
+        self.rack_density: dict[str | None, float] = {
+            r: t / self.rack_size[r] for r, t in self.rack_total.items()
+        }
+        self.rack_density[None] = 0.0
 
     def move(self, i: int, to: int) -> None:
         old = self.leader[i]
@@ -65,11 +71,13 @@ class _Leadership:
             self.led[old].discard(i)
             if (r := self.rack[old]) is not None:
                 self.rack_total[r] -= 1
+                self.rack_density[r] = self.rack_total[r] / self.rack_size[r]
         self.leader[i] = to
         self.count[to] += 1
         self.led[to].add(i)
         if (r := self.rack[to]) is not None:
             self.rack_total[r] += 1
+            self.rack_density[r] = self.rack_total[r] / self.rack_size[r]
 
     def evens_racks(self, heavy: str, broker: int) -> bool:
         """Would one leader moving from rack `heavy` to `broker`'s rack lower the sum of
@@ -90,8 +98,7 @@ class _Leadership:
         return (2 * total[b] + 1) * size[a] <= (2 * total[a] - 1) * size[b]
 
     def density(self, broker: int) -> float:
-        r = self.rack[broker]
-        return self.rack_total[r] / self.rack_size[r] if r is not None else 0.0
+        return self.rack_density[self.rack[broker]]
 
 
 def _candidates(model: ClusterModel) -> list[tuple[int, ...]]:
@@ -204,20 +211,30 @@ def _give(state: _Leadership, a: int, top: int, low: int, limit: Callable[[int],
     instead of one partition at a time; tag b names the group by its smallest partition.
     The order of hand-offs is the one-by-one queue's: ties keep going by partition.
     """
-    count, density = state.count, state.density
-    others: dict[int, tuple[int, ...]] = {}
+    # An offer goes to its lightest candidate with at most `top` leaders; a tie goes to
+    # the one on the lighter rack, then to the first listed. That choice is written out
+    # in the two loops below, with the rack densities read directly: they run once per
+    # offer and once per stale entry, a million times each at 2.8M replicas.
+    count, density, candidates = state.count, state.density, state.candidates
+    rack, rack_density = state.rack, state.rack_density
+    others: dict[int, list[int]] = {}
     solo: dict[tuple[int, int, float], list[int]] = {}
     offers: list[tuple[int, float, int, int]] = []
     for i in state.led[a]:
-        light = tuple(b for b in state.candidates[i] if b != a and count[b] <= top)
-        b = _lightest(state, light, top)
-        if b < 0:
+        light = [b for b in candidates[i] if b != a and count[b] <= top]
+        if not light:
             continue
+        b = light[0]
         if len(light) == 1:
-            solo.setdefault((b, count[b], density(b)), []).append(i)
-        else:
-            others[i] = light
-            offers.append((count[b], density(b), i, -1))
+            solo.setdefault((b, count[b], rack_density[rack[b]]), []).append(i)
+            continue
+        cb = count[b]
+        for x in light:  # the lightest, then on the lighter rack, then the first listed
+            cx = count[x]
+            if cx < cb or (cx == cb and rack_density[rack[x]] < rack_density[rack[b]]):
+                b, cb = x, cx
+        others[i] = light
+        offers.append((cb, rack_density[rack[b]], i, -1))
     for (b, w, d), group in solo.items():
         group.sort(reverse=True)
         offers.append((w, d, group[-1], b))
@@ -235,7 +252,7 @@ def _give(state: _Leadership, a: int, top: int, low: int, limit: Callable[[int],
             return
         heapq.heappush(offers, (*key, parts[-1], b))
 
-    while offers and top >= low:
+    while offers and low <= top >= offers[0][0]:
         # Every entry of the lightest weight, by partition, until one is ready to move:
         # the stale ones before it move to their new weight under the same counts.
         weight, dens = offers[0][0], offers[0][1]
@@ -245,12 +262,20 @@ def _give(state: _Leadership, a: int, top: int, low: int, limit: Callable[[int],
         while offers and offers[0][0] == weight and offers[0][1] == dens:
             _, _, i, tag = heapq.heappop(offers)
             if tag < 0:
-                b = _lightest(state, others[i], top)
+                light = others[i]
+                b, cb = -1, top
+                for x in light:
+                    cx = count[x]
+                    if cx > cb or (
+                        cx == cb and b >= 0 and rack_density[rack[x]] >= rack_density[rack[b]]
+                    ):
+                        continue
+                    b, cb = x, cx
                 if b < 0:
                     continue
-                cb, db = count[b], density(b)
+                db = rack_density[rack[b]]
                 if cb > weight or (cb == weight and db > dens):
-                    light = tuple(x for x in others[i] if count[x] <= top)
+                    light = [x for x in light if count[x] <= top]
                     if len(light) == 1:
                         del others[i]
                         join(b, (cb, db), [i])
@@ -292,21 +317,6 @@ def _give(state: _Leadership, a: int, top: int, low: int, limit: Callable[[int],
         if ready >= 0:
             state.move(ready, target)
             top = limit(count[a])
-
-
-def _lightest(state: _Leadership, others: tuple[int, ...], top: int) -> int:
-    """The lightest of `others` with at most `top` leaders (-1: none); a tie goes to the
-    one on the lighter rack, then to the first listed."""
-    count, density = state.count, state.density
-    best, best_count = -1, top
-    for b in others:
-        cb = count[b]
-        if cb > best_count:
-            continue
-        if cb == best_count and best >= 0 and density(b) >= density(best):
-            continue
-        best, best_count = b, cb
-    return best
 
 
 def _chain_moves(state: _Leadership) -> None:
