@@ -57,8 +57,9 @@ class SnapshotReader:
             if msg.error():
                 raise SnapshotMissing(f"reading {ref.topic}[{ref.partition}]@{ref.offset}: "
                                       f"{msg.error()}")
-            if msg.offset() < ref.offset or not _same_cluster(msg, cluster_id):
-                continue
+            if (msg.offset() < ref.offset or msg.value() is None
+                    or not _same_cluster(msg, cluster_id)):
+                continue  # a tombstone is no snapshot either
             value = bytes(msg.value())
             kind = chunking.kind_of(value)
             if kind == chunking.CHUNK:  # unkeyed: matched by its cluster id, still a part
