@@ -18,7 +18,7 @@ from typing import Any
 from core.config import Config
 
 # Records per partition searched for this cluster's latest snapshot (its manifest, or a
-# whole one): a fleet's snapshot at 2.8M replicas is ~60 chunks before its manifest.
+# whole one): a fleet's snapshot at 2.8M replicas is 64 chunks before its manifest.
 LOOK_BACK = 128
 
 
