@@ -155,8 +155,10 @@ def _snapshot(args: argparse.Namespace) -> Iterator[ClusterModel]:
 
 
 def _emit(plan_json: dict[str, Any], explanation: str | None, command: str) -> int:
-    # dumps (not dump): one call into the C encoder instead of Python-level chunks.
-    sys.stdout.write(json.dumps(plan_json) + "\n")
+    # dumps (not dump): one call into the C encoder instead of Python-level chunks. A
+    # plan is a tree the planner just built, so the encoder's cycle check (a dict insert
+    # and delete per object: 40% of the encoding at 2.8M replicas) cannot find anything.
+    sys.stdout.write(json.dumps(plan_json, check_circular=False) + "\n")
     sys.stdout.flush()
     if explanation is not None:
         print(explanation, file=sys.stderr)
