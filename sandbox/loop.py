@@ -77,7 +77,7 @@ def loop_config(state: SandboxState, work_dir: Path,
         # Small chunks: the sandbox's snapshots (tens of KB) cross the bus in several, as
         # a fleet's do, so every loop test reads chunked snapshots.
         "collect": {"scrape_interval_seconds": 2.0, "snapshot_interval_seconds": 15.0,
-                    "snapshot_chunk_bytes": 16384},
+                    "snapshot_chunk_bytes": 8192},
         # A fresh checkpoint reads its topics from the start: the snapshot the collector
         # takes while Spark is still starting (~20 s) is not missed.
         "stream": {"checkpoint_dir": work_dir / "checkpoints", "trigger_interval_seconds": 1.0,
