@@ -200,12 +200,16 @@ def _unchunk(rows: Rows, topics: list[str], partitions: list[int], offsets: list
                  body=_dead_letter(values[i], reason, where, cluster))
 
     in_batch: dict[str, bytes] = {}
+    refused: dict[str, int] = {}  # digest -> offset of a chunk refused in this batch
     for i, kind in enumerate(kinds):
         if kind == chunking.CHUNK:
             try:
                 chunking.check_chunk(values[i])
             except RecordError as exc:
                 refuse(i, str(exc))
+                value = values[i]
+                if value is not None:
+                    refused[chunking.digest(value)] = offsets[i]
                 continue
             value = values[i]
             assert value is not None  # a tombstone is not a chunk
@@ -221,6 +225,12 @@ def _unchunk(rows: Rows, topics: list[str], partitions: list[int], offsets: list
             try:
                 manifest = chunking.check_manifest(values[i])
                 cluster = manifest.cluster_id
+                for seq, ref in enumerate(manifest.chunks):
+                    if ref.sha256 in refused:  # no use looking for it on the bus
+                        raise chunking.ChunkError(
+                            f"chunk {seq} of snapshot {manifest.snapshot_id} was refused "
+                            f"(its dead letter names offset {refused[ref.sha256]}); the "
+                            "next complete snapshot serves instead")
                 found = {ref.sha256: in_batch[ref.sha256] for ref in manifest.chunks
                          if ref.sha256 in in_batch}
                 if source is not None and chunking.missing(manifest, found):

@@ -109,8 +109,8 @@ def find_chunks(consumer: Any, topic: str, partition: int, manifest_offset: int,
     partition, with ``found`` already in hand. The collector writes them just before
     the manifest, so the search starts a few records back and looks four times further
     each round, to the partition's start; checked chunks only (`check_chunk`): a record
-    with the right digest that is not a good chunk is not used. Returns what it found;
-    the caller says what is missing."""
+    with the right digest that is not a good chunk is not used, and not looked for again
+    (a digest names its bytes). Returns what it found; the caller says what is missing."""
     from confluent_kafka import TopicPartition
 
     out = dict(found or {})
@@ -136,14 +136,14 @@ def find_chunks(consumer: Any, topic: str, partition: int, manifest_offset: int,
             if value is not None and len(value) in sizes:
                 key = chunking.digest(value)
                 if key in wanted:
+                    del wanted[key]  # a refused one: the same bytes anywhere else too
                     try:
                         chunking.check_chunk(value)
                     except RecordError:
                         continue
                     out[key] = bytes(value)
-                    del wanted[key]
-                    if not wanted:
-                        break
+                if not wanted:
+                    break
         if start <= low:
             break
         end = start  # the next round reads only what this one did not

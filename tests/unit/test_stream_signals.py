@@ -256,9 +256,34 @@ def test_a_bad_chunk_is_a_dead_letter_and_its_snapshot_is_never_assembled():
     assert chunk_letter["source_offset"] == 1
     assert "partitions[0].leader: Expected `int`, got `str`" in chunk_letter["reason"]
     assert manifest_letter["source_offset"] == len(chunks)
-    assert "is incomplete: chunk 1 of" in manifest_letter["reason"]
+    assert "is incomplete: chunk 1 of" in manifest_letter["reason"]  # not that digest
     assert manifest_letter["cluster_id"] == json.loads(manifest)["cluster_id"]
     assert manifest_letter["raw"] == manifest.decode()  # the manifest, not an assembly
+
+
+def test_a_manifest_listing_a_refused_chunk_is_refused_without_searching_the_bus():
+    from schemas.snapshot_chunks import manifest_of
+
+    whole, chunks, _ = chunked()
+    chunks[2] = chunks[2].replace(b'"leader":', b'"leader":"x","x":', 1)
+    listed = manifest_of(whole["cluster_id"], whole["taken_at"], "snap-0", chunks)
+
+    def bus(*_args):
+        raise AssertionError("the bus was searched for a chunk already refused")
+
+    frame = kafka_frame(*[("s", c) for c in chunks], ("s", listed))
+    (out,) = to_signals(iter([frame]), TOPICS, FactLimits(), bus)
+    assert list(out["kind"]) == [REJECT, REJECT]
+    assert ("chunk 2 of snapshot snap-0 was refused (its dead letter names offset 2)"
+            in json.loads(out["body"][1])["reason"])
+
+
+def test_a_manifest_missing_a_chunk_the_bus_has_not_either_is_a_dead_letter_saying_so():
+    _, chunks, manifest = chunked()
+    frame = kafka_frame(*[("s", c) for c in chunks[1:]], ("s", manifest))
+    (out,) = to_signals(iter([frame]), TOPICS, FactLimits(), lambda *a: a[-1])
+    assert list(out["kind"]) == [REJECT]
+    assert "is incomplete: chunk 0 of" in json.loads(out["body"][0])["reason"]
 
 
 def test_a_chunk_alone_says_nothing_and_a_bus_that_fails_costs_only_its_manifest():
