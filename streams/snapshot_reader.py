@@ -19,6 +19,8 @@ from schemas import snapshot_chunks as chunking
 from schemas.registry import RecordError
 from streams.detect_types import SnapshotRef
 
+LOOK_BACK_ROUNDS = 4
+
 
 class SnapshotMissing(LookupError):
     """The referenced snapshot could not be read back from the bus."""
@@ -123,7 +125,12 @@ def find_chunks(consumer: Any, topic: str, partition: int, manifest_offset: int,
                                                 timeout=max(1.0, timeout))
     back = len(manifest.chunks) + 8
     end = manifest_offset
-    while wanted and time.monotonic() < deadline:
+    rounds = 0
+    # At most LOOK_BACK_ROUNDS rounds (64x the first look): a manifest naming chunks that
+    # were never written (forged, or a bug) costs one bounded search, not a read of the
+    # partition.
+    while wanted and time.monotonic() < deadline and rounds < LOOK_BACK_ROUNDS:
+        rounds += 1
         start = max(low, manifest_offset - back)
         consumer.assign([TopicPartition(topic, partition, start)])
         while time.monotonic() < deadline:
@@ -157,7 +164,7 @@ class BusChunks:
     bus's address, picklable (its consumer is made on first use, in the process that
     uses it, and kept there)."""
 
-    def __init__(self, bootstrap_servers: str, timeout: float = 30.0) -> None:
+    def __init__(self, bootstrap_servers: str, timeout: float = 10.0) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.timeout = timeout
         self._consumer: Any = None
