@@ -90,6 +90,9 @@ def placement_samples(snapshot: Snapshot) -> list[Sample]:
     def add(name: str, value: float, **labels: str) -> None:
         out.append(Sample(name, tuple(labels.items()), float(value)))
 
+    # The per-dir gauges need the model's per-dir index; built first, it also gives the
+    # per-broker counts (asked first, those would take a pass of their own).
+    by_dir = model.replicas_by_dir
     leaders = Counter(p.leader for p in snapshot.partitions if p.leader != NO_LEADER)
     offline = Counter(r.broker for p in snapshot.partitions for r in p.replicas
                       if model.is_offline(r))
@@ -102,8 +105,7 @@ def placement_samples(snapshot: Snapshot) -> list[Sample]:
         for d in b.log_dirs:
             where = {**who, "log_dir": d.path}
             add("selfheal_log_dir_online", d.online, **where)
-            add("selfheal_log_dir_replicas", len(model.replicas_by_dir[(b.id, d.path)].sizes),
-                **where)
+            add("selfheal_log_dir_replicas", len(by_dir[(b.id, d.path)].sizes), **where)
             add("selfheal_log_dir_replica_bytes", model.dir_bytes[(b.id, d.path)], **where)
             if d.total_bytes is not None:
                 add("selfheal_log_dir_capacity_bytes", d.total_bytes, **where)
