@@ -17,7 +17,7 @@ from collections import Counter
 from core.model import ClusterModel
 from core.plan.formats import OfflinePlan, Reassignment, Unrecoverable, first_lines, human_bytes
 from schemas.plans import ANY_DIR, PartitionAssignment
-from schemas.snapshot import Partition
+from schemas.snapshot import NO_LEADER, Partition
 
 _Entry = tuple[int, int, int]  # (replica count, bytes, broker)
 
@@ -98,6 +98,14 @@ def plan_offline(model: ClusterModel) -> OfflinePlan:
         kept = [r for r in p.replicas if not model.is_offline(r)]
         if not kept:
             unrecoverable.append(_unrecoverable(p, "no online replica: every copy is offline"))
+            continue
+        if p.leader == NO_LEADER and not set(p.isr).intersection(r.broker for r in kept):
+            # A new replica copies from the leader, and none can be elected: the only
+            # in-sync copies are offline. A reassignment would wait for ever.
+            unrecoverable.append(_unrecoverable(
+                p, "no leader, and every in-sync replica is offline (the online ones are "
+                   "behind): bring the failed disk or broker back, or allow an unclean "
+                   "leader election for this partition (what it had not copied is lost)"))
             continue
         size = max(r.size_bytes for r in p.replicas)
         exclude = {r.broker for r in p.replicas}

@@ -28,7 +28,13 @@ def in_sync(state, prefix: str, topic: str) -> bool:
 
 
 def heal_next_fault(s, broker: int, what: str) -> None:
-    """Fail a dir of ``broker`` now: one fix, run once, the topic whole again."""
+    """Once every replica is in sync again, fail a dir of ``broker``: one fix, run once,
+    the topic whole again. Not sooner: a full run once failed the dir holding a
+    partition's only in-sync copy while the broker healed before (an empty disk,
+    restarted) was still catching up across a ZooKeeper outage; no software can repair
+    that partition (two overlapping faults), and the planner now says so."""
+    prefix = s.loop.config["bus"]["topic_prefix"]
+    s.wait(lambda: in_sync(s.state, prefix, s.topic), "the bus and the topic in sync", 180)
     path = some_dir(s.state, broker, s.topic)
     try:
         s.healed_once(broker, path, s.fail(broker, path), f"{what}: fault")

@@ -216,3 +216,21 @@ def test_a_partition_left_to_the_operator_books_no_load():
     plan = plan_offline(model(doc(brokers, parts)))
     assert [(u.topic, u.partition) for u in plan.unrecoverable] == [("t", 0)]
     assert [a.replicas for a in plan.reassignment.partitions] == [(0, 4)]
+
+
+def test_a_partition_whose_only_in_sync_copy_is_offline_is_left_to_the_operator():
+    # t-0's in-sync copy was on broker 2's failed /d1; broker 0 is behind (out of the ISR)
+    # and no leader can be elected: a new replica would have nothing to copy from.
+    # t-1 has lost its leader too, but broker 4 is in sync and will be elected: repaired.
+    d = doc(
+        six_brokers_three_racks(failed=2),
+        [partition("t", 0, [(0, "/d1", GIB), (2, None, 0)], leader=-1, isr=[2]),
+         partition("t", 1, [(2, None, 0), (4, "/d1", GIB)], leader=-1, isr=[2, 4])],
+    )
+    plan = plan_offline(model(d))
+    (u,) = plan.unrecoverable
+    assert (u.topic, u.partition, u.replicas) == ("t", 0, (0, 2))
+    assert "every in-sync replica is offline" in u.reason
+    assert "unclean leader election" in u.reason
+    (a,) = plan.reassignment.partitions
+    assert (a.partition, a.replicas[0]) == (1, 4)
