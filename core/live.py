@@ -53,6 +53,10 @@ class PlacementMemory:
     # the brokers an event is about re-uses the others' (`read_snapshot(only=...)`).
     answers: dict[int, tuple[float, BrokerDirs]] = dataclasses.field(default_factory=dict)
     last_described: int = 0  # how many brokers the last read described
+    # Registered brokers the last read asked and got no answer from: their dirs in that
+    # snapshot are the last known ones (a broker just restarted with a new disk still
+    # shows the old one offline).
+    unanswered: frozenset[int] = frozenset()
 
     def forget_if_changed(self, broker: int, offline: Collection[str]) -> None:
         """A lighter look (dirs only) saw ``offline`` on ``broker``: a kept answer that
@@ -184,6 +188,7 @@ def read_snapshot(admin: Any, cluster_id: str | None = None,
     memory.answers.update({b: (asked_at, a) for b, a in asked.items() if a is not None})
     answers = {**kept, **asked}
     memory.last_described = len(asked)
+    memory.unanswered = frozenset(b for b, a in asked.items() if a is None)
 
     partitions = []
     mentioned: set[int] = set()

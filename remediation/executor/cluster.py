@@ -7,6 +7,7 @@ Kafka's per-partition errors to `ClusterError` messages that name the partition.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -18,6 +19,9 @@ from remediation.executor.view import TP, LiveView, Reassigning, leader_counts
 from schemas.snapshot import snapshot_from_dict
 
 PREFERRED = 0  # ElectLeaders election type
+
+
+UNANSWERED_WAIT_SECONDS = 60.0
 
 
 class ClusterError(RuntimeError):
@@ -60,6 +64,7 @@ class KafkaCluster:
         # Carried from read to read: replicas of a dir that failed keep their last dir.
         self.memory = PlacementMemory()
         self.last_view: LiveView | None = None  # the latest read, for the approval pages
+        self._unanswered_since: dict[int, float] = {}  # broker -> monotonic
 
     # --- reads ------------------------------------------------------------------------
 
@@ -76,6 +81,7 @@ class KafkaCluster:
             reassigning = self.reassignments()
         except Exception as exc:
             raise ClusterError(f"cannot read the cluster: {exc}") from exc
+        self._wait_for_unanswered()
         dir_bytes: dict[tuple[int, str], int] | None = None
         leaders: dict[int, int] | None = None
         if topics is not None:
@@ -93,6 +99,25 @@ class KafkaCluster:
                 future.update({(t, p, b): path for (t, p), path in dirs.future.items()})
         self.last_view = LiveView(model, reassigning, future, dir_bytes, leaders)
         return self.last_view
+
+    def _wait_for_unanswered(self) -> None:
+        """A read in which a registered broker did not answer DescribeLogDirs is not
+        decided on for up to `UNANSWERED_WAIT_SECONDS`: its dirs are the last known ones,
+        and a broker just restarted with a replaced disk still shows the old one offline
+        there (a full test run superseded a good fix as 'stale' so). ClusterError makes
+        the executor ask again in a few seconds; past the wait, the last known dirs are
+        used (a broker that stays registered but silent must not stop every action)."""
+        now = time.monotonic()
+        silent = self.memory.unanswered
+        self._unanswered_since = {b: self._unanswered_since.get(b, now) for b in silent}
+        waiting = sorted(b for b, since in self._unanswered_since.items()
+                         if now - since < UNANSWERED_WAIT_SECONDS)
+        if waiting:
+            raise ClusterError(
+                f"broker {', '.join(map(str, waiting))} did not answer DescribeLogDirs (just "
+                "restarted?); its log dirs are not known now, so nothing is decided yet "
+                f"(for up to {UNANSWERED_WAIT_SECONDS:g} s; then its last known dirs are "
+                "used)")
 
     def reassignments(self) -> dict[TP, Reassigning]:
         """Every partition reassignment in flight on the cluster."""

@@ -151,11 +151,15 @@ def test_a_fresh_job_reads_the_latest_snapshot_first_and_stops_clean_on_group_si
         "stream": {"checkpoint_dir": tmp_path / "checkpoints", "metrics_http_port": 0},
     }))
     env = _env(sandbox, SELFHEAL_CONFIG=str(config_path))
-    # This cluster's snapshot, then one of another cluster after it: the job must start
-    # at this cluster's, not at the topic's last record.
+    # This cluster's snapshot (chunks, then its manifest), then one of another cluster
+    # after it: the job must start at this cluster's manifest, not at the topic's last
+    # record, and find the chunks before it on the bus.
     once = subprocess.run([*SELFHEAL, "collect", "snapshots", "--once", "--metrics-port",
-                           "0"], capture_output=True, text=True, env=env, timeout=120)
+                           "0"], capture_output=True, text=True, timeout=120,
+                          env={**env, "SELFHEAL_COLLECT_SNAPSHOT_CHUNK_BYTES": "8192"})
     assert once.returncode == 0, once.stderr
+    chunks = int(re.search(r"bytes in (\d+) chunks", once.stderr).group(1))
+    assert chunks > 1, once.stderr
     config = load(config_path, env=env)
     producer = bus.producer(config)
     producer.produce(config.topic("cluster-snapshots"), b'{"cluster_id": "elsewhere"}',
@@ -166,9 +170,12 @@ def test_a_fresh_job_reads_the_latest_snapshot_first_and_stops_clean_on_group_si
     try:
         start = json.loads(job.wait_line(r"new checkpoint: snapshots from (\{.*\}) \(")
                            .group(1))
-        assert start == {f"{prefix}cluster-snapshots": {"0": 0}}
-        batch = job.wait_line(r"\[stream\] batch \d+: ([1-9]\d*) rows", 240)
+        assert start == {f"{prefix}cluster-snapshots": {"0": chunks}}  # the manifest
+        batch = job.wait_line(r"\[stream\] batch \d+: ([1-9]\d*) rows.* (\d+) dead letters",
+                              240)
         print(f"first batch read {batch.group(1)} rows (the snapshot, the other one)")
+        # Only the other cluster's record is refused: the manifest was made whole.
+        assert batch.group(2) == "1", job.text
     finally:
         code = job.stop_group()
     _clean(job, code)
