@@ -1,7 +1,8 @@
 """No record stops the product: with the whole loop running on the ZooKeeper sandbox
 (three collectors, the Spark job, `serve` with fixes on auto) and traffic on a test topic,
-a dir fails while deeply nested JSON, tombstones, invalid UTF-8, a 5 MB string and wrong
-types go onto every selfheal topic. Every record a product component reads is
+a dir fails while deeply nested JSON, tombstones, invalid UTF-8, a 5 MB string, wrong
+types, a bad snapshot chunk and a manifest of chunks never written go onto every
+selfheal topic. Every record a product component reads is
 dead-lettered with a reason at its exact coordinates, every process keeps running, the
 fault is healed once, and the history check holds.
 """
@@ -36,6 +37,16 @@ def poison(tag: str) -> dict[str, bytes | None]:
         "wrong types": json.dumps({"version": "one", "cluster_id": 7, "broker": "x",
                                    "type": ["fix_offline_replicas"], "tag": tag}).encode(),
         "5 MB string": FIVE_MB,
+        # A snapshot chunk whose partition is wrong, and a manifest naming a chunk never
+        # written (schemas/snapshot_chunks.py): on the snapshot topic, the chunk and the
+        # manifest paths; elsewhere, two more wrong records.
+        "bad chunk": json.dumps({"version": 1, "cluster_id": tag, "snapshot_id": tag,
+                                 "taken_at": "2026-11-22T00:00:00Z", "seq": 0,
+                                 "partitions": [{"topic": 7}]}).encode(),
+        "forged manifest": json.dumps({"version": 1, "cluster_id": tag, "snapshot_id": tag,
+                                       "taken_at": "2026-11-22T00:00:00Z",
+                                       "chunks": [{"sha256": "0" * 64, "bytes": 10}]}
+                                      ).encode(),
     }
 
 
@@ -111,6 +122,10 @@ def test_poison_on_every_topic_during_a_real_fault_stops_nothing(sandbox, tmp_pa
                 elif kind == "5 MB string":
                     assert "raw holds the first 262144 of" in reason, reason
                     assert len(letter["raw"].encode()) <= 262144
+                elif where[0] == prefix + "cluster-snapshots" and kind == "bad chunk":
+                    assert "partitions[0].topic: Expected `str`" in reason, reason
+                elif where[0] == prefix + "cluster-snapshots" and kind == "forged manifest":
+                    assert "is incomplete: chunk 0 of 1 not found" in reason, reason
             s.timings["dead letters"] = len(letters)
 
             s.healed_once(broker, path, start)
