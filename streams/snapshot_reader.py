@@ -19,6 +19,7 @@ from schemas import snapshot_chunks as chunking
 from schemas.registry import RecordError
 from streams.detect_types import SnapshotRef
 
+# Rounds of the chunk search before a manifest, each looking four times further back.
 LOOK_BACK_ROUNDS = 4
 
 
@@ -110,7 +111,8 @@ def find_chunks(consumer: Any, topic: str, partition: int, manifest_offset: int,
     """The manifest's chunks (values by digest) among the records before it in its
     partition, with ``found`` already in hand. The collector writes them just before
     the manifest, so the search starts a few records back and looks four times further
-    each round, to the partition's start; checked chunks only (`check_chunk`): a record
+    each round (`LOOK_BACK_ROUNDS` rounds at most, never past the partition's start, and
+    within ``timeout``); checked chunks only (`check_chunk`): a record
     with the right digest that is not a good chunk is not used, and not looked for again
     (a digest names its bytes). Returns what it found; the caller says what is missing."""
     from confluent_kafka import TopicPartition
