@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
@@ -118,23 +117,14 @@ def digest(value: bytes) -> str:
     return hashlib.sha256(value).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
-class ChunkInfo:
-    """What a checked chunk says about itself."""
-
-    cluster_id: str
-    snapshot_id: str
-    seq: int
-    taken_at: str
-
-
-def check_chunk(value: bytes | None) -> ChunkInfo:
+def check_chunk(value: bytes | None) -> None:
     """Check one chunk record as it arrives: size, JSON, and every item's shape (the
     typed records of a whole snapshot); `RecordError` says what is wrong."""
     if value is None or len(value) > wire.limit(CHUNK):
         wire.decode(CHUNK, value)  # raises: a tombstone, or over the chunk limit
+        raise AssertionError("wire.decode accepted a tombstone or an oversized chunk")
     try:
-        doc = _CHUNK.decode(value)  # type: ignore[arg-type]
+        doc = _CHUNK.decode(value)
     except msgspec.ValidationError as exc:
         wire.decode(CHUNK, value)  # not JSON, not UTF-8, too deep: the boundary's words
         raise _record_error(CHUNK, exc) from None
@@ -143,7 +133,6 @@ def check_chunk(value: bytes | None) -> ChunkInfo:
         raise RecordError(CHUNK, "$", "not a chunk") from None
     if not is_rfc3339(doc.taken_at):
         raise RecordError(CHUNK, "taken_at", f"{doc.taken_at!r} is not an RFC 3339 date-time")
-    return ChunkInfo(doc.cluster_id, doc.snapshot_id, doc.seq, doc.taken_at)
 
 
 def check_manifest(value: bytes | None) -> Manifest:
