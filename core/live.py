@@ -34,6 +34,15 @@ ReplicaKey = tuple[str, int, int]  # (topic, partition, broker)
 # fleet of hundreds from asking every broker at the same moment.
 DESCRIBE_CONCURRENCY = 8
 
+# How old the admin client's own broker list may get. kafka-python refreshes it when a
+# connection fails, so a broker stopped for a moment drops out of it, and by default it
+# comes back only on the next refresh, five minutes on: until then every call naming
+# that broker fails (unknown broker id) and snapshots carry its last known dirs
+# (tests/integration/test_live_snapshot.py shows it; a CI run's dir that failed while
+# its broker was down got no fix in 180 s, most likely so). The admin asks for brokers
+# only (no topics), so a refresh every few seconds costs little.
+ADMIN_METADATA_MAX_AGE_MS = 5000
+
 T = TypeVar("T")
 
 
@@ -85,7 +94,8 @@ def open_admin(bootstrap_servers: str, client_id: str = "selfheal",
 
     try:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id=client_id,
-                                 request_timeout_ms=request_timeout_ms)
+                                 request_timeout_ms=request_timeout_ms,
+                                 metadata_max_age_ms=ADMIN_METADATA_MAX_AGE_MS)
     except Exception as exc:
         raise LiveReadError(
             f"cannot reach Kafka at {bootstrap_servers} ({exc}); check that the brokers "

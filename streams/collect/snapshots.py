@@ -144,6 +144,15 @@ class SnapshotCollector:
         except Exception:
             self.close_admin()  # a fresh connection next time
             raise
+        if self.memory.unanswered:
+            # A registered broker did not answer DescribeLogDirs three times: its dirs in
+            # this snapshot are the last known ones. The next read starts on a fresh
+            # connection, in case the old one to that broker is what failed.
+            self.close_admin()
+            self.run.log("WARNING broker(s) " + ", ".join(map(str, sorted(
+                self.memory.unanswered))) + " are registered but did not answer "
+                "DescribeLogDirs: this snapshot carries their last known dirs; the next "
+                "read reconnects")
         self.add_groups(doc)
         self.cluster_id = self.cluster_id or doc["cluster_id"]
         value = msgspec.json.encode(doc)
@@ -229,7 +238,10 @@ class SnapshotCollector:
                 return None  # down or unreachable: its dirs keep what was last seen
             return [path for path, info in broker_dirs(reply).dirs.items() if not info["online"]]
 
-        answered = {b: dirs for b, dirs in per_broker(offline, alive).items() if dirs is not None}
+        replies = per_broker(offline, alive)
+        answered = {b: dirs for b, dirs in replies.items() if dirs is not None}
+        if len(answered) < len(replies):
+            self.close_admin()  # the next look on a fresh connection (see `snapshot`)
         for broker, dirs in answered.items():
             self.memory.forget_if_changed(broker, dirs)
         before = self.view

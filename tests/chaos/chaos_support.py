@@ -70,8 +70,9 @@ class Scenario:
             if value:
                 return value
             if time.monotonic() > deadline:
-                tails = "\n\n".join(f"--- {name}:\n{self.loop.pieces[name].log_tail(20)}"
-                                    for name in ("serve", "stream") if name in self.loop.pieces)
+                # every piece's tail: a fix that never came may be the collectors' doing
+                tails = "\n\n".join(f"--- {name}:\n{piece.log_tail(12)}"
+                                      for name, piece in self.loop.pieces.items())
                 raise AssertionError(f"no {what} within {timeout:.0f} s\n{tails}")
             time.sleep(0.3)
 

@@ -91,3 +91,32 @@ def test_ensure_topics_creates_every_bus_topic_once_with_its_settings(sandbox):
     topics = reply["topic"]
     assert topics[status]["cleanup.policy"]["value"] == "compact"
     assert int(topics[snapshots]["max.message.bytes"]["value"]) == MAX_MESSAGE_BYTES
+
+
+def test_a_long_lived_admin_describes_a_broker_soon_after_it_restarts(sandbox):
+    """kafka-python drops a broker that stopped from the admin's own broker list; unless
+    that list is refreshed, every DescribeLogDirs naming the broker fails for five
+    minutes after it is back (its snapshots then carry stale dirs)."""
+    from core.live import describe_dirs
+
+    broker = sandbox.brokers[2].node_id
+    with open_admin(sandbox.bootstrap_servers) as admin:
+        assert describe_dirs(admin, broker) is not None
+        cluster.kill_broker(sandbox, broker, graceful=True)
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and any(
+                    b["broker_id"] == broker for b in admin.describe_cluster()["brokers"]):
+                time.sleep(0.5)
+            assert describe_dirs(admin, broker, attempts=1) is None  # down: no answer
+            time.sleep(2)  # the failed connection's metadata refresh, without the broker
+        finally:
+            cluster.start_broker(sandbox, broker)
+        back = time.monotonic()
+        answer = None
+        while answer is None and time.monotonic() - back < 30:
+            answer = describe_dirs(admin, broker, attempts=1)
+            time.sleep(0.5)
+    waited = time.monotonic() - back
+    assert answer is not None, f"broker {broker} still unknown to the admin {waited:.0f} s on"
+    assert all(d["online"] for d in answer.dirs.values())
