@@ -99,17 +99,36 @@ def test_killed_broker_leaves_the_metadata_and_comes_back_on_start(sandbox):
     old_pid = victim.pid
     result = run_cli(["sandbox", "kill-broker", "2"], sandbox)
     assert result.returncode == 0, result.stderr
-    assert not processes.is_running(old_pid, victim.marker)
-    deadline = time.monotonic() + 60
-    while 2 in cluster.live_broker_ids(sandbox) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert 2 not in cluster.live_broker_ids(sandbox)
-    result = run_cli(["sandbox", "start-broker", "2"], sandbox)
+    try:
+        assert not processes.is_running(old_pid, victim.marker)
+        deadline = time.monotonic() + 60
+        while 2 in cluster.live_broker_ids(sandbox) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        # Which of ZooKeeper (the session) or the brokers' metadata kept it, if one did
+        # (a full run saw broker 2 listed 60 s after its SIGKILL with a 10 s session).
+        assert 2 not in cluster.live_broker_ids(sandbox), (
+            f"registered in ZooKeeper: {_registered(sandbox)}")
+    finally:
+        # the shared sandbox gets its broker back whatever happened (a failure here
+        # once left broker 2 down and six later tests failed with it)
+        result = run_cli(["sandbox", "start-broker", "2"], sandbox)
     assert result.returncode == 0, result.stderr
     sandbox.reload()
     assert 2 in cluster.live_broker_ids(sandbox)
     assert sandbox.broker(2).pid != old_pid
     assert processes.is_running(sandbox.broker(2).pid, victim.marker)
+
+
+def _registered(state) -> list[str]:
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=state.zookeeper_connect)
+    zk.start(timeout=15)
+    try:
+        return sorted(zk.get_children("/brokers/ids"))
+    finally:
+        zk.stop()
+        zk.close()
 
 
 def test_a_crashed_broker_started_at_once_waits_out_its_old_registration(sandbox):
