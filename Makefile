@@ -60,8 +60,13 @@ demo: deps
 	$(VENV)/bin/selfheal demo
 
 # Lint first: a tree that does not lint is not green, whatever the tests say.
+# Two workers (pytest-xdist), each with sandboxes of its own: one runs the whole-loop
+# suites (chaos, e2e), the other everything else, module by module (tests/conftest.py
+# schedules them). TEST_WORKERS=0 runs everything in this one process.
+TEST_WORKERS ?= 2
 test: deps lint
-	$(PY) -m pytest -q -p no:cacheprovider --durations=25
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS) \
+	  --dist loadscope --no-loadscope-reorder
 
 # The chaos suite alone (tests/chaos, ~15 min): make test runs it with everything else.
 chaos: deps

@@ -29,6 +29,46 @@ def _bring_up(work_dir: Path, **kwargs) -> SandboxState:
                       **kwargs)
 
 
+# `make test` runs two pytest-xdist workers (`--dist loadscope`), each with sandboxes of
+# its own. One worker takes the whole-loop suites (chaos, e2e) in order, so two loops
+# never run at once; the other every other module, one module at a time (a module's
+# fixtures are set up once), in the order below: the slow ones first, so the run does not
+# end waiting on one of them.
+WHOLE_LOOP = "whole-loop"
+_WHOLE_LOOP_SUITES = ("chaos", "e2e")
+_ORDER = ("chaos", "e2e", "airflow", "integration", "dashboards", "unit")
+
+
+def _suite(nodeid: str) -> str:
+    parts = nodeid.split("::")[0].split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
+
+
+def scope_of(nodeid: str) -> str:
+    """The unit one worker runs: the whole-loop suites together, else the module."""
+    return WHOLE_LOOP if _suite(nodeid) in _WHOLE_LOOP_SUITES else nodeid.split("::")[0]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        suite = _suite(item.nodeid)
+        return _ORDER.index(suite) if suite in _ORDER else len(_ORDER)
+
+    items.sort(key=rank)  # stable: modules and tests keep their own order
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    # xdist's loadgroup marks tests by rewriting their node ids, which pytest 9 ignores;
+    # a scheduler that names the scope itself does not depend on that.
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WholeLoopTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    return WholeLoopTogether(config, log)
+
+
 @pytest.fixture(scope="session")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxState]:
     """ZooKeeper + 3 brokers x 2 log dirs over 3 racks; shared, so tests heal what they break."""
