@@ -60,8 +60,8 @@ demo: deps
 	$(VENV)/bin/selfheal demo
 
 # Lint first: a tree that does not lint is not green, whatever the tests say.
-# Two workers (pytest-xdist), each with sandboxes of its own: one runs the whole-loop
-# suites (chaos, e2e), the other everything else, module by module (tests/conftest.py
+# Two workers (pytest-xdist), each with sandboxes of its own: one runs the chaos suite
+# in order, and both share every other module, one module at a time (tests/conftest.py
 # schedules them). TEST_WORKERS=0 runs everything in this one process.
 TEST_WORKERS ?= 2
 test: deps lint
