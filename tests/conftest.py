@@ -41,8 +41,8 @@ def _bring_up(work_dir: Path, **kwargs) -> SandboxState:
 # starve each other's timings); then both take modules one at a time (a module's
 # fixtures are set up once), in the order below: the slow ones first, so the run does
 # not end waiting on one of them.
-WHOLE_LOOP = "chaos"
-_WHOLE_LOOP_SUITES = ("chaos",)
+ONE_WORKER = "chaos"
+_ONE_WORKER_SUITES = ("chaos",)
 _ORDER = ("chaos", "e2e", "airflow", "integration", "dashboards", "unit")
 
 
@@ -53,7 +53,7 @@ def _suite(nodeid: str) -> str:
 
 def scope_of(nodeid: str) -> str:
     """The unit one worker runs: the chaos suite together, else the module."""
-    return WHOLE_LOOP if _suite(nodeid) in _WHOLE_LOOP_SUITES else nodeid.split("::")[0]
+    return ONE_WORKER if _suite(nodeid) in _ONE_WORKER_SUITES else nodeid.split("::")[0]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -69,11 +69,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     # a scheduler that names the scope itself does not depend on that.
     from xdist.scheduler import LoadScopeScheduling
 
-    class WholeLoopTogether(LoadScopeScheduling):
+    class ChaosOnOneWorker(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return scope_of(nodeid)
 
-    return WholeLoopTogether(config, log)
+    return ChaosOnOneWorker(config, log)
 
 
 @pytest.fixture(scope="session")
