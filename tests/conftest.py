@@ -76,6 +76,25 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     return ChaosOnOneWorker(config, log)
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The chaos scenarios' timings (tests/chaos/conftest.py), one line per scenario."""
+    reports = [r for rs in terminalreporter.stats.values() for r in rs
+               if isinstance(r, pytest.TestReport)]
+    outcome = {r.nodeid: r.outcome for r in reports if r.when == "call"}
+    lines = []
+    for r in reports:
+        for key, timings in r.user_properties if r.when == "teardown" else ():
+            if key == "chaos":
+                figures = ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
+                                    for k, v in timings.items() if k != "scenario")
+                lines.append(f"{timings['scenario']:<11} {outcome.get(r.nodeid, '?'):<7} "
+                             f"{r.nodeid.split('::')[-1]}: {figures}")
+    if lines:
+        terminalreporter.section("chaos scenarios: what each measured")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
 @pytest.fixture(scope="session")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxState]:
     """ZooKeeper + 3 brokers x 2 log dirs over 3 racks; shared, so tests heal what they break."""

@@ -35,6 +35,11 @@ THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.thr
                   "replica.alter.log.dirs.io.max.bytes.per.second")
 
 
+# (scenario, timings) of the scenarios the running test ended; tests/chaos/conftest.py
+# hands them to pytest, which prints them at the end of the run.
+REPORTED: list[tuple[str, dict[str, Any]]] = []
+
+
 @dataclass
 class Scenario:
     """One scenario's loop, topic, traffic and readers; `timings` are reported at the end."""
@@ -254,8 +259,7 @@ def _traffic(state: SandboxState, the_loop: loop.Loop, name: str,
         consumer.stop()
         for reader in readers.values():
             reader.stop()
-        print(f"\n[{name}] " + ", ".join(f"{k}: {v:.1f}" if isinstance(v, float) else f"{k}: {v}"
-                                       for k, v in s.timings.items()))
+        REPORTED.append((name, dict(s.timings)))
 
 
 def some_dir(state: SandboxState, broker: int, topic: str) -> str:

@@ -1,0 +1,19 @@
+"""The chaos suite's report: each scenario's timings travel with its test's report (to
+the xdist controller too) and `make test` prints them in one table at the end."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.chaos import chaos_support
+
+
+@pytest.fixture(autouse=True)
+def _report_scenario_timings(request: pytest.FixtureRequest) -> Iterator[None]:
+    chaos_support.REPORTED.clear()
+    yield
+    for name, timings in chaos_support.REPORTED:
+        request.node.user_properties.append(("chaos", {"scenario": name, **timings}))
+    chaos_support.REPORTED.clear()
