@@ -77,21 +77,24 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The chaos scenarios' timings (tests/chaos/conftest.py), one line per scenario."""
+    """What the whole-loop tests measured, one line per test: `record_property("figures",
+    {"what": ..., name: value})` in a test (the chaos scenarios: tests/chaos/conftest.py).
+    They are figures, not assertions (performance is asserted nowhere in the suite:
+    bench/ measures it); they travel with the test's report, through xdist too."""
     reports = [r for rs in terminalreporter.stats.values() for r in rs
                if isinstance(r, pytest.TestReport)]
     outcome = {r.nodeid: r.outcome for r in reports if r.when == "call"}
     lines = []
     for r in reports:
-        for key, timings in r.user_properties if r.when == "teardown" else ():
-            if key == "chaos":
-                figures = ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
-                                    for k, v in timings.items() if k != "scenario")
-                lines.append(f"{timings['scenario']:<11} {outcome.get(r.nodeid, '?'):<7} "
-                             f"{r.nodeid.split('::')[-1]}: {figures}")
+        for key, figures in r.user_properties if r.when == "teardown" else ():
+            if key == "figures":
+                text = ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
+                                 for k, v in figures.items() if k != "what")
+                lines.append(f"{figures['what']:<20} {outcome.get(r.nodeid, '?'):<7} "
+                             f"{r.nodeid.split('::')[-1]}: {text}")
     if lines:
-        terminalreporter.section("chaos scenarios: what each measured")
-        for line in lines:
+        terminalreporter.section("what the whole-loop tests measured")
+        for line in sorted(lines):
             terminalreporter.write_line(line)
 
 

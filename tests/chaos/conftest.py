@@ -1,5 +1,5 @@
 """The chaos suite's report: each scenario's timings travel with its test's report (to
-the xdist controller too) and `make test` prints them in one table at the end."""
+the xdist controller too) and `make test` prints them at the end (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -15,5 +15,5 @@ def _report_scenario_timings(request: pytest.FixtureRequest) -> Iterator[None]:
     chaos_support.REPORTED.clear()
     yield
     for name, timings in chaos_support.REPORTED:
-        request.node.user_properties.append(("chaos", {"scenario": name, **timings}))
+        request.node.user_properties.append(("figures", {"what": f"chaos {name}", **timings}))
     chaos_support.REPORTED.clear()

@@ -163,7 +163,7 @@ def _ask(serve: ServeProcess, path: str, token: str, give_up: float) -> tuple[in
 
 
 def test_serve_keeps_answering_under_http_abuse_and_nothing_executes(
-        sandbox: SandboxState, tmp_path: Path) -> None:
+        sandbox: SandboxState, tmp_path: Path, record_property) -> None:
     with bench(sandbox, tmp_path, '[actions]\nrebalance_leaders = "approve"\n') as b:
         serve = b.serve()
         topic = leader_tilted_topic(sandbox, "abuse", [0, 1, 2], new_leader=1)
@@ -186,6 +186,9 @@ def test_serve_keeps_answering_under_http_abuse_and_nothing_executes(
             abuse.join()
 
         seconds = [s for _, s in answers]
+        record_property("figures", {
+            "what": "chaos http-abuse", "answered 200": len(answers),
+            "median ms": statistics.median(seconds) * 1000, "max ms": max(seconds) * 1000})
         print(f"\nnormal client under abuse: {len(answers)} requests answered 200, "
               f"median {statistics.median(seconds) * 1000:.0f} ms, "
               f"p90 {sorted(seconds)[int(len(seconds) * 0.9)] * 1000:.0f} ms, "

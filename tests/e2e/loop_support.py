@@ -76,8 +76,12 @@ def wait_for_batches(the_loop: loop.Loop, more_than: int, timeout: float = 240.0
 
 
 def fail_and_wait_for_fix(state, the_loop, readers, broker: int, path: str,
-                          topic: str, fix_timeout: float = 60.0) -> tuple[dict[str, Any], float]:
-    """Fail ``path`` under traffic; the fix action and seconds from the event to it."""
+                          topic: str, fix_timeout: float = 120.0) -> tuple[dict[str, Any], float]:
+    """Fail ``path`` under traffic; the fix action and seconds from the event to it.
+
+    ``fix_timeout`` bounds only whether the fix comes at all: how soon is a figure the
+    caller records, never asserts (bench/stream_bench.py measures it). With two loops
+    sharing the 2 cores in `make test` a fix took 30 s; alone, 5-10 s."""
     expected = on_dir_now(state, broker, path)
     assert (topic, 0) in expected or any(t == topic for t, _ in expected)
     earlier = len(readers["logdir-events"].messages)  # events of earlier faults do not count

@@ -68,8 +68,8 @@ def detect(sandbox, tmp_path_factory):
         drop_topics(sandbox, prefix)
 
 
-def test_a_failed_dir_yields_one_fix_within_30_s_and_a_restart_repeats_nothing(
-        sandbox, detect):
+def test_a_failed_dir_yields_one_fix_and_a_restart_repeats_nothing(
+        sandbox, detect, record_property):
     the_loop, readers = detect
     topic = f"e2e-detect-{uuid.uuid4().hex[:6]}"
     traffic.create_topic(sandbox, topic, partitions=6, replication_factor=2)
@@ -78,8 +78,8 @@ def test_a_failed_dir_yields_one_fix_within_30_s_and_a_restart_repeats_nothing(
     path = dir_holding(sandbox, broker, topic)
     try:
         fix, latency = fail_and_wait_for_fix(sandbox, the_loop, readers, broker, path, topic)
-        print(f"\nznode seen -> action on the bus: {latency:.2f} s")
-        assert latency < 30.0, f"the fix came {latency:.1f} s after the event"
+        record_property("figures", {"what": "detect (ZooKeeper)",
+                                    "znode seen -> action on the bus s": latency})
         assert fix["plan"]["partitions"], "an RF 2 topic on 3 brokers has room to move"
 
         def same_id(msgs):

@@ -14,7 +14,7 @@ from tests.integration.collect_support import TopicReader
 pytestmark = pytest.mark.e2e
 
 
-def test_a_failed_dir_on_kraft_yields_one_fix_within_30_s(kraft_sandbox, tmp_path_factory):
+def test_a_failed_dir_on_kraft_yields_one_fix(kraft_sandbox, tmp_path_factory, record_property):
     state = kraft_sandbox
     prefix = f"e2ek{uuid.uuid4().hex[:6]}."
     the_loop = loop.start(
@@ -36,8 +36,8 @@ def test_a_failed_dir_on_kraft_yields_one_fix_within_30_s(kraft_sandbox, tmp_pat
         traffic.produce(state, topic, 60)
         path = dir_holding(state, broker, topic)
         fix, latency = fail_and_wait_for_fix(state, the_loop, readers, broker, path, topic)
-        print(f"\nKRaft: dir offline event -> action on the bus: {latency:.2f} s")
-        assert latency < 30.0
+        record_property("figures", {"what": "detect (KRaft)",
+                                    "dir offline event -> action on the bus s": latency})
         # The probe's event, the snapshot it triggers and the gauge all say it; the earliest
         # dates the fix.
         assert fix["trigger"]["kind"] in ("logdir_event", "snapshot", "metric")

@@ -56,7 +56,7 @@ def wait(check, what: str, the_loop: loop.Loop, timeout: float = 120.0) -> Any:
 
 
 def test_a_failed_disk_is_healed_after_one_click_in_a_real_browser(
-        sandbox: SandboxState, tmp_path_factory, browser) -> None:
+        sandbox: SandboxState, tmp_path_factory, browser, record_property) -> None:
     state = sandbox
     work = tmp_path_factory.mktemp("heal-loop")
     (work / "policy.toml").write_text(POLICY)
@@ -122,7 +122,7 @@ def test_a_failed_disk_is_healed_after_one_click_in_a_real_browser(
         done = wait(finished, "the fix finishing", the_loop, timeout=300)
         healed = time.monotonic() - clicked_at
         assert done["state"] == "succeeded", done
-        print(f"\nclick -> healthy cluster: {healed:.1f} s")
+        record_property("figures", {"what": "heal (one click)", "click -> healthy s": healed})
         assert [e["actor"] for e in done["audit"] if e["to"] == "approved"] \
             and sum(1 for e in done["audit"] if e["to"] == "approved") == 1
 

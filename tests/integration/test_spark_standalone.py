@@ -11,7 +11,6 @@ detector's state store. Everything is stopped by PID and checked gone.
 
 from __future__ import annotations
 
-import sys
 import uuid
 
 import pytest
@@ -48,7 +47,7 @@ def wait_for_snapshot_placing(reader: TopicReader, cluster_id: str, topic: str, 
 
 
 def test_a_failed_dir_is_fixed_by_the_job_running_on_a_standalone_cluster(
-        sandbox, tmp_path_factory):
+        sandbox, tmp_path_factory, record_property):
     spark = spark_cluster.start(tmp_path_factory.mktemp("spark-standalone"))
     the_loop = None
     readers: dict[str, TopicReader] = {}
@@ -93,8 +92,8 @@ def test_a_failed_dir_is_fixed_by_the_job_running_on_a_standalone_cluster(
         try:
             fix, latency = fail_and_wait_for_fix(sandbox, the_loop, readers, broker, path,
                                                  topic, fix_timeout=120.0)
-            print(f"[figures] standalone cluster (1 worker, 1 core): log-dir event -> fix on "
-                  f"the bus {latency:.2f} s", file=sys.stderr)
+            record_property("figures", {"what": "standalone Spark",
+                                        "log-dir event -> fix on the bus s": latency})
             assert fix["plan"]["partitions"], "an RF 2 topic on 3 brokers has room to move"
         finally:
             if cluster.disk_failed(path):
