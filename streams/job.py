@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Any
 
 from core.config import Config
@@ -183,7 +184,8 @@ def _session(config: Config, options: JobOptions) -> Any:
 
 
 def _print(line: str) -> None:
-    print(f"[stream] {line}", flush=True)
+    # stamped like the collectors' lines, so a batch is placed against their events
+    print(f"{time.strftime('%H:%M:%S')} [stream] {line}", flush=True)
 
 
 if __name__ == "__main__":

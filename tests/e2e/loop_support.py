@@ -59,7 +59,7 @@ def named(action: dict[str, Any]) -> set[tuple[str, int]]:
 def stream_batches(piece: loop.Piece) -> int:
     """Micro-batches the job has reported in its log so far."""
     return sum(1 for line in piece.log_tail(100000).splitlines()
-               if line.startswith("[stream] batch"))
+               if "[stream] batch " in line)
 
 
 def wait_for_batches(the_loop: loop.Loop, more_than: int, timeout: float = 240.0) -> int:

@@ -44,7 +44,7 @@ def test_a_failed_dir_on_kraft_yields_one_fix(kraft_sandbox, tmp_path_factory, r
         # More probes and snapshots report the same dir; still one fix.
         wait_for_batches(the_loop, 10)
         wait_for_batches(the_loop, sum(1 for line in the_loop.pieces["stream"].log_tail(
-            100000).splitlines() if line.startswith("[stream] batch")) + 8)
+            100000).splitlines() if "[stream] batch " in line) + 8)
         fixes = [m for m in readers["actions"].messages if fix["action_id"].encode() in m.value]
         assert len(fixes) == 1
     finally:

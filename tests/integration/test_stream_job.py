@@ -194,7 +194,7 @@ def running_stream(sandbox, work, prefix: str, detect: dict):
     finally:
         code = job.stop()
         bus.close()
-        print("\n".join(x for x in job.lines if x.startswith("[stream]")))
+        print("\n".join(x for x in job.lines if "[stream]" in x))
         assert code == 0, "\n".join(job.lines[-40:])
 
 
@@ -340,7 +340,7 @@ def test_a_real_dir_failure_is_proposed_once_even_after_a_restart_and_a_replay(
 
         # Restart from the checkpoint, and replay what was sent.
         assert job.stop() == 0
-        assert "[stream] stopped" in job.lines
+        assert any(x.endswith("[stream] stopped") for x in job.lines)
         job.start(fresh=False)
         for event in events:
             bus.send("logdir-events", event)
@@ -511,7 +511,7 @@ def test_the_metrics_endpoint_counts_what_the_job_did(stream):
     assert samples[("selfheal_stream_input_rows_total", ())] > 0
     assert samples[("selfheal_stream_fast_path_rows_total", ())] >= FAST_SAMPLES
     assert samples[("selfheal_stream_batch_duration_seconds_count", ())] > 0
-    assert any(x.startswith("[stream] batch ") and " rows, " in x for x in job.lines)
+    assert any("[stream] batch " in x and " rows, " in x for x in job.lines)
 
 
 def test_spark_reads_an_action_plan_back_as_its_raw_json_text(sandbox, stream, local_spark):
