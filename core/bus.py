@@ -135,6 +135,40 @@ def producer(config: Config, **overrides: Any) -> Any:
     return Producer(settings)
 
 
+def refusal_passes(exc: Exception) -> bool:
+    """True when ``produce()`` refused a record for a reason a later try can pass: the
+    client's metadata does not list the topic or partition right now. A bus broker that
+    just restarted answers Metadata before its controller has told it its topics, and
+    librdkafka then refuses new records for them on the spot (``_UNKNOWN_TOPIC``): a
+    chaos run's metrics collector died of it when the bus came back after a minute."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    if not isinstance(exc, KafkaException) or not exc.args:
+        return False
+    err = exc.args[0]
+    return (not err.fatal()
+            and err.code() in (KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION))
+
+
+def produce(producer: Any, topic: str, value: bytes, key: bytes | None = None,
+            timeout: float = 30.0, **kwargs: Any) -> None:
+    """``producer.produce`` that waits, up to ``timeout`` s, while the local queue is full
+    or the bus does not list the topic yet (`refusal_passes`), serving callbacks and
+    metadata meanwhile; then the refusal is raised as it came."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            producer.produce(topic, value, key, **kwargs)
+            return
+        except BufferError:
+            if time.monotonic() >= deadline:
+                raise
+        except Exception as exc:
+            if not refusal_passes(exc) or time.monotonic() >= deadline:
+                raise
+        producer.poll(0.2)
+
+
 def consumer(config: Config, group: str, **overrides: Any) -> Any:
     """A confluent-kafka Consumer on the bus in ``group`` (offsets committed by the caller's
     choice: auto-commit unless ``enable.auto.commit`` is overridden)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from core import clock
+from core import bus, clock
 from core.config import Config
 from streams.detect_types import Decision
 from streams.metrics import BatchOutput, StreamMetrics
@@ -56,9 +56,8 @@ class BatchSink:
         for row in rows:
             if row.kind == DEAD_LETTER:
                 letter = json.loads(row.body)
-                self.producer.produce(self.dead_letter_topic, row.body.encode("utf-8"),
-                                      letter["source_topic"].encode("utf-8"),
-                                      on_delivery=delivered)
+                bus.produce(self.producer, self.dead_letter_topic, row.body.encode("utf-8"),
+                            letter["source_topic"].encode("utf-8"), on_delivery=delivered)
                 self.metrics.dead_letters.labels(letter["source_topic"]).inc()
                 output.dead_letters += 1
             elif row.kind == NOTE:
@@ -74,8 +73,8 @@ class BatchSink:
                 self.say(f"{decision.type} ({decision.cluster_id}): {decision.reason}; the "
                          "planner found nothing to do")
             for action in map(self.signer.sign_action, actions):
-                self.producer.produce(self.actions_topic, action.to_json(), action.key(),
-                                      on_delivery=delivered)
+                bus.produce(self.producer, self.actions_topic, action.to_json(), action.key(),
+                            on_delivery=delivered)
                 latency = (clock.epoch_seconds(action.created_at)
                            - clock.epoch_seconds(action.event_time))
                 self.metrics.actions.labels(action.type).inc()

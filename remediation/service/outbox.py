@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from core import bus
 from remediation.executor.store import REJECTED, ActionStore, AuditEntry
 from schemas.records import ActionStatus, DeadLetter
 
@@ -76,8 +77,14 @@ class Outbox:
                 continue
             kind, record = found
             topic = self.topics[kind]
-            self.producer.produce(topic, record.to_json(), key=record.key(),
-                                  on_delivery=delivered)
+            try:
+                bus.produce(self.producer, topic, record.to_json(), record.key(),
+                            timeout=timeout, on_delivery=delivered)
+            except Exception as exc:  # the bus refuses it still: this batch goes again
+                if not bus.refusal_passes(exc) and not isinstance(exc, BufferError):
+                    raise
+                self.producer.flush(timeout)
+                return 0
             sent.append(topic)
         left = self.producer.flush(timeout)
         if left or failed:

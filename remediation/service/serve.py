@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core import clock
+from core import bus, clock
 from core.config import Config
 from core.owner import OwnerError, claim_store
 from core.signing import SignatureError
@@ -182,7 +182,6 @@ class Serve:
                 stop.wait(RETRY_SECONDS)
 
     def _lead_once(self, stop: threading.Event, is_leader: Callable[[], bool]) -> None:
-        from core import bus
         from core.live import open_admin
         from remediation.service.intake import Intake
         from remediation.service.outbox import Outbox
@@ -262,8 +261,8 @@ class Serve:
             # the planners key every member, those given nothing too: the membership the
             # target was planned for, which the client helper compares with the group's
             "members": sorted(plan["assignment"])})
-        producer.produce(self.config.topic("consumer-assignments"), record.to_json(),
-                         key=record.key())
+        bus.produce(producer, self.config.topic("consumer-assignments"), record.to_json(),
+                    record.key(), timeout=15.0)
         if producer.flush(15.0):
             raise ClusterError("the consumer assignment was not acknowledged by the bus in "
                                "15 s")
@@ -272,7 +271,6 @@ class Serve:
         """POST /api/actions: a signed action record goes onto the actions topic, where the
         intake takes it like any other (policy, approval, limits, the breaker all apply).
         Refused here with the reason when it does not decode or verify."""
-        from core import bus
 
         try:
             action = parse_action_json(raw)
@@ -285,9 +283,15 @@ class Serve:
         with self._submit_lock:
             if self._producer is None:
                 self._producer = bus.producer(self.config)
-            self._producer.produce(self.config.topic("actions"), raw,
-                                   key=action.action_id.encode())
-            left = self._producer.flush(15.0)
+            try:
+                bus.produce(self._producer, self.config.topic("actions"), raw,
+                            action.action_id.encode(), timeout=15.0)
+            except Exception as exc:
+                if not bus.refusal_passes(exc) and not isinstance(exc, BufferError):
+                    raise
+                left = 1
+            else:
+                left = self._producer.flush(15.0)
         if left:
             return 503, {"error": "the bus did not acknowledge the action within 15 s; "
                                   "nothing was submitted: try again"}

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core import clock
+from core.bus import refusal_passes
 from core.config import Config
 from schemas.records import DeadLetter
 from streams.collect.telemetry import Telemetry
@@ -87,6 +88,9 @@ class RecordSink:
                     return False
                 self._producer.poll(0.1)
             except KafkaException as exc:
+                if refusal_passes(exc):  # the bus does not list the topic right now
+                    self._refused(topic, value, key, exc)
+                    return True
                 if exc.args[0].code() != KafkaError.MSG_SIZE_TOO_LARGE:
                     raise
                 raise RecordTooLarge(
@@ -135,6 +139,17 @@ class RecordSink:
                 text += " (sent again)"
             self._failures[text] = self._failures.get(text, 0) + 1
 
+    def _refused(self, topic: str, value: bytes, key: bytes | None, exc: Exception) -> None:
+        """A record produce() refused on the spot for now: it waits with the failed ones."""
+        self._telemetry.error("produce")
+        with self._lock:
+            self.failed += 1
+            self._retry.append((topic, value, key))
+            self._retry_bytes += len(value)
+            self._retry_at = max(self._retry_at, time.monotonic() + RETRY_AFTER_SECONDS)
+            text = f"{topic}: {exc.args[0].str()} (sent again)"
+            self._failures[text] = self._failures.get(text, 0) + 1
+
     def _queue_behind(self, topic: str, value: bytes, key: bytes | None) -> bool:
         """While earlier records wait for another try, a new one waits behind them, so
         one broker's events reach the bus in the order they happened."""
@@ -161,6 +176,12 @@ class RecordSink:
                 self._producer.produce(topic, value, key, on_delivery=self._delivered,
                                        headers=[(ORIGIN_HEADER, self.origin)])
             except BufferError:
+                return
+            except Exception as exc:
+                if not refusal_passes(exc):
+                    raise
+                with self._lock:  # still not listed: the next try in a second
+                    self._retry_at = time.monotonic() + RETRY_AFTER_SECONDS
                 return
             with self._lock:
                 self._retry.popleft()
