@@ -130,12 +130,7 @@ class RecordSink:
                 self._retry.append((msg.topic(), value, msg.key()))
                 self._retry_bytes += len(value)
                 self._retry_at = max(self._retry_at, time.monotonic() + RETRY_AFTER_SECONDS)
-                while self._retry_bytes > RETRY_LIMIT_BYTES and len(self._retry) > 1:
-                    _topic, old, _key = self._retry.popleft()
-                    self._retry_bytes -= len(old)
-                    self.lost += 1
-                    self._failures["retry buffer full: oldest records lost"] = \
-                        self._failures.get("retry buffer full: oldest records lost", 0) + 1
+                self._bound()
                 text += " (sent again)"
             self._failures[text] = self._failures.get(text, 0) + 1
 
@@ -147,6 +142,7 @@ class RecordSink:
             self._retry.append((topic, value, key))
             self._retry_bytes += len(value)
             self._retry_at = max(self._retry_at, time.monotonic() + RETRY_AFTER_SECONDS)
+            self._bound()
             text = f"{topic}: {exc.args[0].str()} (sent again)"
             self._failures[text] = self._failures.get(text, 0) + 1
 
@@ -160,7 +156,18 @@ class RecordSink:
                 return False
             self._retry.append((topic, value, key))
             self._retry_bytes += len(value)
+            self._bound()
             return True
+
+    def _bound(self) -> None:
+        """Past the retry buffer's bound the oldest records are lost, and that is said
+        (called with the lock held)."""
+        while self._retry_bytes > RETRY_LIMIT_BYTES and len(self._retry) > 1:
+            _topic, old, _key = self._retry.popleft()
+            self._retry_bytes -= len(old)
+            self.lost += 1
+            self._failures["retry buffer full: oldest records lost"] = \
+                self._failures.get("retry buffer full: oldest records lost", 0) + 1
 
     def _resend(self, force: bool) -> None:
         """Produce the failed records again, oldest first; those the local queue cannot

@@ -133,3 +133,26 @@ def test_a_record_sent_while_others_wait_for_another_try_goes_after_them(bus_sin
     assert bus.queued == [] and sink.pending == 2  # waits behind the refused one
     assert sink.flush(5.0) == 0
     assert bus.accepted == [b"deregistered", b"registered"]
+
+
+def test_records_refused_on_the_spot_wait_within_the_same_bound(bus_sink, monkeypatch):
+    from confluent_kafka import KafkaError, KafkaException
+
+    from streams.collect import sink as module
+
+    bus, sink, lines = bus_sink
+    monkeypatch.setattr(module, "RETRY_LIMIT_BYTES", 25)
+    unknown = KafkaException(KafkaError(KafkaError._UNKNOWN_TOPIC))
+
+    def refuse(*_args, **_kwargs):
+        raise unknown
+
+    bus.produce = refuse  # the bus does not list the topic
+    for n in range(5):
+        assert sink.send("selfheal.broker-metrics", f"sample {n:02d}".encode(), b"c1/0")
+    assert sink.pending == 2 and sink.lost == 3  # the newest kept, as for failed ones
+    del bus.produce  # listed again
+    bus.down = False
+    assert sink.flush(5.0) == 0
+    assert bus.accepted == [b"sample 03", b"sample 04"]
+    assert any("retry buffer full" in line for line in lines)
