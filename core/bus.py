@@ -150,22 +150,27 @@ def refusal_passes(exc: Exception) -> bool:
             and err.code() in (KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION))
 
 
+class Refused(RuntimeError):
+    """`produce` waited out its deadline: the local queue stayed full or the bus still
+    does not list the topic. Nothing was queued; try the record again later."""
+
+
 def produce(producer: Any, topic: str, value: bytes, key: bytes | None = None,
             timeout: float = 30.0, **kwargs: Any) -> None:
     """``producer.produce`` that waits, up to ``timeout`` s, while the local queue is full
     or the bus does not list the topic yet (`refusal_passes`), serving callbacks and
-    metadata meanwhile; then the refusal is raised as it came."""
+    metadata meanwhile; then raises `Refused`. Other refusals are raised at once."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             producer.produce(topic, value, key, **kwargs)
             return
-        except BufferError:
-            if time.monotonic() >= deadline:
-                raise
         except Exception as exc:
-            if not refusal_passes(exc) or time.monotonic() >= deadline:
+            if not (isinstance(exc, BufferError) or refusal_passes(exc)):
                 raise
+            if time.monotonic() >= deadline:
+                raise Refused(f"{topic}: the bus refused the record for {timeout:g} s "
+                              f"({exc})") from exc
         producer.poll(0.2)
 
 

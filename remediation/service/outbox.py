@@ -80,9 +80,7 @@ class Outbox:
             try:
                 bus.produce(self.producer, topic, record.to_json(), record.key(),
                             timeout=timeout, on_delivery=delivered)
-            except Exception as exc:  # the bus refuses it still: this batch goes again
-                if not bus.refusal_passes(exc) and not isinstance(exc, BufferError):
-                    raise
+            except bus.Refused:  # this batch goes again
                 self.producer.flush(timeout)
                 return 0
             sent.append(topic)

@@ -286,9 +286,7 @@ class Serve:
             try:
                 bus.produce(self._producer, self.config.topic("actions"), raw,
                             action.action_id.encode(), timeout=15.0)
-            except Exception as exc:
-                if not bus.refusal_passes(exc) and not isinstance(exc, BufferError):
-                    raise
+            except bus.Refused:
                 left = 1
             else:
                 left = self._producer.flush(15.0)

@@ -127,10 +127,7 @@ class RecordSink:
                 self.lost += 1
                 text += " (lost: the bus cannot take it)"
             else:
-                self._retry.append((msg.topic(), value, msg.key()))
-                self._retry_bytes += len(value)
-                self._retry_at = max(self._retry_at, time.monotonic() + RETRY_AFTER_SECONDS)
-                self._bound()
+                self._keep(msg.topic(), value, msg.key())
                 text += " (sent again)"
             self._failures[text] = self._failures.get(text, 0) + 1
 
@@ -139,10 +136,7 @@ class RecordSink:
         self._telemetry.error("produce")
         with self._lock:
             self.failed += 1
-            self._retry.append((topic, value, key))
-            self._retry_bytes += len(value)
-            self._retry_at = max(self._retry_at, time.monotonic() + RETRY_AFTER_SECONDS)
-            self._bound()
+            self._keep(topic, value, key)
             text = f"{topic}: {exc.args[0].str()} (sent again)"
             self._failures[text] = self._failures.get(text, 0) + 1
 
@@ -158,6 +152,13 @@ class RecordSink:
             self._retry_bytes += len(value)
             self._bound()
             return True
+
+    def _keep(self, topic: str, value: bytes, key: bytes | None) -> None:
+        """Keep a refused record for another try in a second (called with the lock held)."""
+        self._retry.append((topic, value, key))
+        self._retry_bytes += len(value)
+        self._retry_at = max(self._retry_at, time.monotonic() + RETRY_AFTER_SECONDS)
+        self._bound()
 
     def _bound(self) -> None:
         """Past the retry buffer's bound the oldest records are lost, and that is said

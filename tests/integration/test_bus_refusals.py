@@ -66,4 +66,3 @@ def _create_again(state, topic: str) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(1)
-

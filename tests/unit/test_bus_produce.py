@@ -49,11 +49,13 @@ def test_other_refusals_are_raised_at_once():
     assert producer.polls == 0 and producer.accepted == []
 
 
-def test_a_topic_still_unknown_at_the_deadline_raises_the_refusal():
-    producer = Refusing(10**9, UNKNOWN_TOPIC)
-    with pytest.raises(KafkaException) as raised:
+@pytest.mark.parametrize("error", [UNKNOWN_TOPIC, BufferError("Local: Queue full")])
+def test_a_refusal_still_there_at_the_deadline_raises_refused(error):
+    producer = Refusing(10**9, error)
+    with pytest.raises(bus.Refused) as raised:
         bus.produce(producer, "selfheal.actions", b"action", timeout=0.5)
-    assert raised.value.args[0].code() == KafkaError._UNKNOWN_TOPIC
+    assert raised.value.__cause__ is error
+    assert "selfheal.actions" in str(raised.value)
     assert producer.accepted == []
 
 
