@@ -78,7 +78,11 @@ class Scenario:
                 # every piece's tail: a fix that never came may be the collectors' doing
                 tails = "\n\n".join(f"--- {name}:\n{piece.log_tail(12)}"
                                       for name, piece in self.loop.pieces.items())
-                raise AssertionError(f"no {what} within {timeout:.0f} s\n{tails}")
+                # and the test's own readers: a record the loop wrote that a reader missed
+                # is the harness's fault, not the loop's
+                read = "\n".join(reader.describe() for reader in self.readers.values())
+                raise AssertionError(f"no {what} within {timeout:.0f} s\n{tails}\n\n"
+                                     f"--- the test's readers:\n{read}")
             time.sleep(0.3)
 
     # --- faults and what the loop makes of them --------------------------------------------

@@ -67,7 +67,13 @@ def sandbox_config(state: SandboxState) -> Config:
 
 class TopicReader(threading.Thread):
     """Reads every partition of ``topic`` from its end at start-up (no group, no commits);
-    creates the selfheal.* topics first if the sandbox has none yet."""
+    creates the selfheal.* topics first if the sandbox has none yet.
+
+    Each record is kept once, in order, whatever the consumer does across an outage: a
+    consumer that loses its position goes back to the partition's start (not its end,
+    librdkafka's default, which would skip what was written meanwhile), and what it reads
+    again is dropped by offset. Errors the consumer reports are kept for failure
+    messages (`describe`)."""
 
     def __init__(self, state: SandboxState, topic: str) -> None:
         super().__init__(daemon=True, name=f"reader-{topic}")
@@ -76,21 +82,53 @@ class TopicReader(threading.Thread):
         ensure_topics(sandbox_config(state))
         self.topic = topic
         self.messages: list[Message] = []
+        self.errors: list[str] = []
+        self._next: dict[int, int] = {}  # partition -> the next offset not yet kept
         self._stop_event = threading.Event()
-        self._consumer = Consumer({**client_config(state), "group.id": "unused",
-                                   "enable.auto.commit": False})
-        self._consumer.assign(end_offsets(self._consumer, topic))
+        self._config = {**client_config(state), "group.id": "unused"}
+        self._consumer = Consumer({**self._config,
+                                   "enable.auto.commit": False,
+                                   "auto.offset.reset": "earliest",
+                                   # after the bus restarts or a leader moves, do not
+                                   # fetch on a stale view for librdkafka's default 5 min
+                                   # (a chaos run's reader missed a record 26 s after the
+                                   # bus came back, for 180 s)
+                                   "topic.metadata.refresh.interval.ms": 5000})
+        start = end_offsets(self._consumer, topic)
+        self._next = {tp.partition: tp.offset for tp in start}
+        self._consumer.assign(start)
 
     def run(self) -> None:
         try:
             while not self._stop_event.is_set():
                 for msg in self._consumer.consume(num_messages=1000, timeout=0.2):
-                    if msg.error() is None:
+                    if msg.error() is not None:
+                        self.errors.append(f"{time.strftime('%H:%M:%S')} {msg.error()}")
+                    elif msg.offset() >= self._next.get(msg.partition(), 0):
+                        self._next[msg.partition()] = msg.offset() + 1
                         self.messages.append(Message(
                             msg.key(), msg.value(), tuple(msg.headers() or ()),
                             time.monotonic(), time.time()))
         finally:
             self._consumer.close()
+
+    def describe(self) -> str:
+        """Where the reader is against the topic's ends, and the errors it was given."""
+        from confluent_kafka import Consumer
+
+        # A consumer of its own: the reader's is not safe to call from another thread while
+        # it consumes (get_watermark_offsets there hung past its own timeout).
+        probe = Consumer(self._config)
+        try:
+            ends = {tp.partition: tp.offset for tp in end_offsets(probe, self.topic, 10)}
+        except Exception as exc:  # the bus may be the problem: say so, do not mask
+            ends = {p: f"? ({exc})" for p in self._next}
+        finally:
+            probe.close()
+        where = ", ".join(f"[{p}] read to {offset}, end {ends.get(p, '?')}"
+                          for p, offset in sorted(self._next.items()))
+        return (f"{self.topic}: {len(self.messages)} records; {where}; "
+                f"errors: {self.errors[-5:] or 'none'}")
 
     def wait_for(self, predicate: Callable[[list[Message]], Any], timeout: float = 60.0,
                  what: str = "the expected records") -> Any:
@@ -101,8 +139,7 @@ class TopicReader(threading.Thread):
             if result:
                 return result
             if time.monotonic() > deadline:
-                raise AssertionError(f"{self.topic}: no {what} within {timeout:.0f} s; "
-                                     f"{len(self.messages)} records read")
+                raise AssertionError(f"no {what} within {timeout:.0f} s; {self.describe()}")
             time.sleep(0.2)
 
     def stop(self) -> None:
