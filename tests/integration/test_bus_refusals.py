@@ -35,7 +35,13 @@ def test_records_for_a_topic_the_bus_stopped_listing_wait_and_arrive_once_it_is_
     assert sink.flush(30.0) == 0
 
     traffic.delete_topic(sandbox, topic)
+    # The sink's producer told the topic is gone, as a restarted bus broker tells it: its
+    # next produce() refuses on the spot (else the first record would fail on delivery,
+    # the other path, depending on when its own metadata refresh came).
     deadline = time.monotonic() + 60
+    while sink._producer.list_topics(topic, timeout=5).topics[topic].error is None:
+        assert time.monotonic() < deadline, "the bus still lists the deleted topic"
+        time.sleep(0.5)
     while sink.pending == 0:  # what produce() refuses on the spot waits in the sink
         assert time.monotonic() < deadline, "produce() never refused the deleted topic"
         sink.send(topic, b"probe", b"k")
