@@ -83,19 +83,20 @@ class TopicReader(threading.Thread):
         self.topic = topic
         self.messages: list[Message] = []
         self.errors: list[str] = []
-        self._next: dict[int, int] = {}  # partition -> the next offset not yet kept
         self._stop_event = threading.Event()
         self._config = {**client_config(state), "group.id": "unused"}
         self._consumer = Consumer({**self._config,
                                    "enable.auto.commit": False,
                                    "auto.offset.reset": "earliest",
-                                   # after the bus restarts or a leader moves, do not
-                                   # fetch on a stale view for librdkafka's default 5 min
-                                   # (a chaos run's reader missed a record 26 s after the
-                                   # bus came back, for 180 s)
+                                   # a stale view after the bus restarts or a leader
+                                   # moves lasts 5 s, not librdkafka's default 5 min, as
+                                   # for the history consumer (a chaos run's reader once
+                                   # missed a record for 180 s after the bus came back;
+                                   # the cause is not pinned: docs/architecture.md)
                                    "topic.metadata.refresh.interval.ms": 5000})
         start = end_offsets(self._consumer, topic)
-        self._next = {tp.partition: tp.offset for tp in start}
+        # partition -> the next offset not yet kept
+        self._next: dict[int, int] = {tp.partition: tp.offset for tp in start}
         self._consumer.assign(start)
 
     def run(self) -> None:
