@@ -174,6 +174,62 @@ def produce(producer: Any, topic: str, value: bytes, key: bytes | None = None,
         producer.poll(0.2)
 
 
+def watermarks(reader: Any, partition: Any, timeout: float) -> tuple[int, int]:
+    """The partition's (low, high) offsets, asked again while the broker does not know
+    it yet: a topic created moments ago reaches every broker a moment after its leaders
+    are elected (a full test run's job died at start-up on "Unknown topic or partition"
+    so, and a snapshots collector logged an error and retried)."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            low, high = reader.get_watermark_offsets(partition, timeout=timeout)
+            return int(low), int(high)
+        except KafkaException:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.25)
+
+
+def end_offsets(reader: Any, topic: str, timeout: float) -> list[Any]:
+    """Every partition of ``topic`` at its high watermark, as TopicPartitions to assign.
+    A topic created moments ago may be missing from a broker's metadata, have no
+    partitions yet, or lack a leader that knows it: asked again until ``timeout``, then
+    `BusError` says which."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    deadline = time.monotonic() + timeout
+    while True:
+        left = max(0.1, deadline - time.monotonic())
+        try:
+            meta = reader.list_topics(topic, timeout=left).topics[topic]
+            if meta.error is not None:
+                raise KafkaException(meta.error)
+            if meta.partitions:
+                return [TopicPartition(topic, p, watermarks(
+                            reader, TopicPartition(topic, p), left)[1])
+                        for p in sorted(meta.partitions)]
+            problem = "the bus lists it without partitions"
+        except KafkaException as exc:
+            problem = kafka_reason(exc)
+        if time.monotonic() >= deadline:
+            raise BusError(f"topic {topic} not readable on the bus after {timeout:g} s: "
+                           f"{problem}")
+        time.sleep(0.25)
+
+
+def kafka_reason(exc: BaseException) -> str:
+    """A Kafka client error in words: the error's name and librdkafka's text (for
+    anything else, its message), without the client's class names."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    if isinstance(err, KafkaError):
+        return f"{err.name()}: {err.str()}"
+    return str(exc) or type(exc).__name__
+
+
 def consumer(config: Config, group: str, **overrides: Any) -> Any:
     """A confluent-kafka Consumer on the bus in ``group`` (offsets committed by the caller's
     choice: auto-commit unless ``enable.auto.commit`` is overridden)."""

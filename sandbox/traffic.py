@@ -304,27 +304,14 @@ def delivery_problems(producer: BackgroundProducer, consumer: BackgroundConsumer
 
 
 def end_offsets(consumer: Any, topic: str, timeout: float = 30.0) -> list[Any]:
-    """Every partition of ``topic`` at its high watermark, as TopicPartitions. A topic
-    created moments ago may be missing from a broker's metadata, or lack a leader that
-    knows it: retry until ``timeout``."""
-    from confluent_kafka import KafkaException, TopicPartition
+    """`core.bus.end_offsets`, its error the sandbox's."""
+    from core.bus import BusError
+    from core.bus import end_offsets as bus_end_offsets
 
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            meta = consumer.list_topics(topic, timeout=10).topics[topic]
-            if meta.error is not None:
-                raise KafkaException(meta.error)
-            if meta.partitions:
-                return [TopicPartition(topic, p, consumer.get_watermark_offsets(
-                            TopicPartition(topic, p), timeout=10)[1])
-                        for p in sorted(meta.partitions)]
-            problem = "no partitions yet"
-        except KafkaException as exc:
-            problem = str(exc)
-        if time.monotonic() > deadline:
-            raise SandboxError(f"topic {topic} not readable after {timeout:.0f} s: {problem}")
-        time.sleep(0.3)
+    try:
+        return bus_end_offsets(consumer, topic, timeout)
+    except BusError as exc:
+        raise SandboxError(str(exc)) from exc
 
 
 class TopicTail:

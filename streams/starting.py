@@ -43,7 +43,7 @@ def latest_snapshots(config: Config, cluster: str, timeout: float = 15.0
     record (a manifest or a whole snapshot) or None, and the partition's end."""
     from confluent_kafka import TopicPartition
 
-    from core.bus import consumer
+    from core.bus import consumer, watermarks
 
     topic = config.topic("cluster-snapshots")
     reader = consumer(config, "selfheal-stream-start", **{"enable.auto.commit": False,
@@ -53,31 +53,13 @@ def latest_snapshots(config: Config, cluster: str, timeout: float = 15.0
         partitions = sorted(meta.topics[topic].partitions) if topic in meta.topics else []
         out: dict[int, tuple[int | None, int]] = {}
         for p in partitions:
-            low, high = _watermarks(reader, TopicPartition(topic, p), timeout)
+            low, high = watermarks(reader, TopicPartition(topic, p), timeout)
             found = _latest_of(reader, TopicPartition, topic, p, max(low, high - LOOK_BACK),
                                high, cluster, timeout) if high > low else None
             out[p] = (found, high)
     finally:
         reader.close()
     return out
-
-
-def _watermarks(reader: Any, partition: Any, timeout: float) -> tuple[int, int]:
-    """The partition's (low, high) offsets, asked again while the broker does not know
-    it yet: the job creates missing bus topics just before this, and a fresh topic's
-    partitions reach every broker a moment later (a full test run's job died at start-up
-    on "Unknown topic or partition" so)."""
-    from confluent_kafka import KafkaException
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            low, high = reader.get_watermark_offsets(partition, timeout=timeout)
-            return int(low), int(high)
-        except KafkaException:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.25)
 
 
 def _latest_of(reader: Any, partition_type: Any, topic: str, partition: int, first: int,

@@ -134,8 +134,15 @@ class CollectorRun:
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc) or "no message"
-    return f"{type(exc).__name__}: {text}"
+    """A failure in words: a Kafka client's error by its name and text, anything else by
+    its class (ConnectionRefusedError, NoNodeError ...) and message."""
+    from confluent_kafka import KafkaException
+
+    from core.bus import kafka_reason
+
+    if isinstance(exc, KafkaException):
+        return kafka_reason(exc)
+    return f"{type(exc).__name__}: {str(exc) or 'no message'}"
 
 
 class Periodic:

@@ -352,23 +352,17 @@ def _write_out(value: bytes, out: str) -> None:
 
 
 def _events_consumer(run: CollectorRun, topic: str) -> Any:
-    """A consumer assigned every partition of ``topic`` at its current end."""
-    from confluent_kafka import TopicPartition
-
-    from core.bus import consumer
+    """A consumer assigned every partition of ``topic`` at its current end (the collector
+    may have created the topic a moment ago: `end_offsets` waits until it is readable)."""
+    from core.bus import consumer, end_offsets
 
     events = consumer(run.config, f"selfheal-collect-snapshots-{time.time_ns()}",
                       **{"enable.auto.commit": False})
-    meta = events.list_topics(topic, timeout=ASSIGN_TIMEOUT_SECONDS).topics[topic]
-    if meta.error is not None:
+    try:
+        events.assign(end_offsets(events, topic, ASSIGN_TIMEOUT_SECONDS))
+    except BaseException:
         events.close()
-        raise RuntimeError(f"topic {topic}: {meta.error}")
-    assignment = []
-    for partition in sorted(meta.partitions):
-        _low, high = events.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=ASSIGN_TIMEOUT_SECONDS)
-        assignment.append(TopicPartition(topic, partition, high))
-    events.assign(assignment)
+        raise
     return events
 
 

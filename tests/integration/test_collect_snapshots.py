@@ -6,7 +6,9 @@ import json
 import os
 import re
 import subprocess
+import threading
 import time
+import types
 
 import pytest
 
@@ -216,3 +218,44 @@ def test_a_snapshot_file_into_a_missing_directory_is_refused_before_reading(tmp_
     done = run_cli(["collect", "snapshots", "--out", str(tmp_path / "no" / "such.json")])
     assert done.returncode == 2
     assert f"no directory {tmp_path / 'no'}; create it" in done.stderr
+
+
+def test_the_events_reader_waits_for_its_topic_created_a_moment_later(sandbox):
+    # The collector creates the bus topics and then reads the events topic from its end;
+    # a broker may not know a topic that new yet (a full run's collector logged
+    # UNKNOWN_TOPIC_OR_PART here and retried). Created 2 s late, it is waited for.
+    from streams.collect.snapshots import _events_consumer
+
+    topic = f"late-events-{os.urandom(3).hex()}"
+    run = types.SimpleNamespace(config=sandbox_config(sandbox))
+    creator = threading.Timer(2.0, traffic.create_topic, (sandbox, topic, 3, 2))
+    creator.start()
+    events = _events_consumer(run, topic)
+    try:
+        creator.join()
+        assert sorted((tp.partition, tp.offset) for tp in events.assignment()) == [
+            (0, 0), (1, 0), (2, 0)]
+        written = traffic.produce(sandbox, topic, 3, prefix="late")
+        read: list[str] = []
+        deadline = time.monotonic() + 60
+        while len(read) < len(written) and time.monotonic() < deadline:
+            read += [m.value().decode() for m in events.consume(10, timeout=0.5)
+                     if m.error() is None]
+        assert sorted(read) == sorted(written)
+    finally:
+        events.close()
+        traffic.delete_topic(sandbox, topic)
+
+
+def test_an_events_topic_that_never_comes_is_named_with_the_brokers_answer(sandbox):
+    from core.bus import BusError, consumer, end_offsets
+
+    reader = consumer(sandbox_config(sandbox), "unused")
+    try:
+        with pytest.raises(BusError) as refused:
+            end_offsets(reader, "never-created", 2.0)
+    finally:
+        reader.close()
+    assert str(refused.value).startswith(
+        "topic never-created not readable on the bus after 2 s: UNKNOWN_TOPIC_OR_PART")
+    assert "Exception" not in str(refused.value)
