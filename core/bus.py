@@ -219,15 +219,17 @@ def end_offsets(reader: Any, topic: str, timeout: float) -> list[Any]:
         time.sleep(0.25)
 
 
-def kafka_reason(exc: BaseException) -> str:
-    """A Kafka client error in words: the error's name and librdkafka's text (for
-    anything else, its message), without the client's class names."""
+def kafka_reason(error: object) -> str:
+    """A Kafka client error (a KafkaException or a KafkaError) in words: the error's name
+    and librdkafka's text (for anything else, its message), without the client's class
+    names."""
     from confluent_kafka import KafkaError, KafkaException
 
-    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
-    if isinstance(err, KafkaError):
-        return f"{err.name()}: {err.str()}"
-    return str(exc) or type(exc).__name__
+    if isinstance(error, KafkaException) and error.args:
+        error = error.args[0]
+    if isinstance(error, KafkaError):
+        return f"{error.name()}: {error.str()}"
+    return str(error) or type(error).__name__
 
 
 def consumer(config: Config, group: str, **overrides: Any) -> Any:

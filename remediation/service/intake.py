@@ -12,6 +12,13 @@ still committed to the intake group, so a restart, a standby and the lag metrics
 them as before.
 When the cluster cannot be read the record is kept and retried: nothing is decided on
 a guess and nothing is skipped.
+
+Each partition is assigned at the offset the group committed, asked for here, not left
+to librdkafka (OFFSET_STORED): when its own offset fetch meets a coordinator that has
+just moved (NOT_COORDINATOR for the whole request), librdkafka neither retries nor
+starts the partition's fetcher, so the intake read nothing ever again (librdkafka issue
+5586; a full test run's serve sat so for two minutes after a dir holding
+__consumer_offsets failed). Asked here, a refusal is an error that is retried.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from core.bus import kafka_reason
 from remediation.executor.cluster import ClusterError
 from remediation.executor.runner import Executor, Received
 from remediation.service.outbox import source_text
@@ -45,39 +53,57 @@ class Intake:
         self._waiting: str | None = None  # the record the cluster could not be read for
         self._partitions = 0
         self._checked = -PARTITIONS_CHECK_SECONDS
-        self._assign()
+        self._failed = False
+        self._try_assign()
+
+    def _try_assign(self) -> None:
+        try:
+            self._assign()
+        except Exception as exc:  # the bus away: the partitions in hand still read
+            self._log(f"reading {self.topic}'s partitions and committed offsets: "
+                      f"{kafka_reason(exc)}; trying again in "
+                      f"{NO_PARTITIONS_RETRY_SECONDS:g} s")
 
     def _assign(self) -> None:
         """Read every partition of the topic, each from the group's committed offset (the
-        earliest where none); partitions added to the topic are taken in within a minute."""
-        from confluent_kafka import OFFSET_STORED, TopicPartition
+        earliest where none); partitions added to the topic are taken in within a minute.
+        Raises when the metadata or the committed offsets cannot be read: nothing new is
+        assigned then, and the next poll asks again within a second."""
+        from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
         self._checked = time.monotonic()
+        self._failed = True
         topic = self.consumer.list_topics(self.topic, timeout=10).topics.get(self.topic)
         # A partition without a leader yet is assigned all the same: it is read once led.
         count = len(topic.partitions) if topic is not None else 0
         if count > self._partitions:
+            committed = self.consumer.committed(
+                [TopicPartition(self.topic, p) for p in range(self._partitions, count)],
+                timeout=10)
+            for tp in committed:
+                if tp.error is not None:
+                    raise KafkaException(tp.error)
             self.consumer.incremental_assign([
-                TopicPartition(self.topic, p, OFFSET_STORED)
-                for p in range(self._partitions, count)])
+                TopicPartition(self.topic, tp.partition,
+                               tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
+                for tp in committed])
             self._partitions = count
+        self._failed = False
 
     def poll(self, timeout: float, stop: threading.Event) -> int:
         """Take in what arrives within `timeout` seconds; returns how many were handled."""
         handled = 0
-        due = PARTITIONS_CHECK_SECONDS if self._partitions else NO_PARTITIONS_RETRY_SECONDS
+        due = (PARTITIONS_CHECK_SECONDS if self._partitions and not self._failed
+               else NO_PARTITIONS_RETRY_SECONDS)
         if time.monotonic() - self._checked > due:
-            try:
-                self._assign()
-            except Exception as exc:  # the bus away: the partitions in hand still read
-                self._log(f"reading {self.topic}'s partitions: {exc}; trying again later")
+            self._try_assign()
         batch = self.consumer.consume(num_messages=100, timeout=timeout)
         for i, msg in enumerate(batch):
             if stop.is_set():
                 self._rewind(batch[i:])
                 break
             if msg.error() is not None:
-                self._log(f"reading {self.topic}: {msg.error()}")
+                self._log(f"reading {self.topic}: {kafka_reason(msg.error())}")
                 continue
             if not self._handle(msg):
                 self._rewind(batch[i:])

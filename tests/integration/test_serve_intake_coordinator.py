@@ -1,0 +1,124 @@
+"""serve's intake reads on when the group's coordinator has just moved.
+
+A full test run's serve read nothing for two minutes after a dir failure moved the
+group's coordinator: librdkafka's own fetch of the committed offsets (OFFSET_STORED)
+met NOT_COORDINATOR for the whole request, from the broker it still took for the
+coordinator, and it neither retried nor started the fetchers (librdkafka issue 5586).
+Here the move is made on purpose and cleanly: the group's consumer learns its
+coordinator, the leadership of the group's __consumer_offsets partition moves to another
+broker (its replicas reordered, then a preferred election), and an intake then starts
+on the consumer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka import TopicPartition
+
+from core import bus
+from remediation.executor.runner import Received
+from remediation.service.intake import Intake
+from sandbox import traffic
+from sandbox.status import kafka_admin
+from tests.integration.collect_support import sandbox_config
+
+pytestmark = pytest.mark.integration
+
+OFFSETS = "__consumer_offsets"
+
+
+def _offsets_partition(group: str, partitions: int) -> int:
+    """Kafka's choice of the __consumer_offsets partition for a group: the Java hash of
+    its id, made non-negative, modulo the topic's partitions."""
+    h = 0
+    units = group.encode("utf-16-be")
+    for i in range(0, len(units), 2):  # String.hashCode runs over UTF-16 code units
+        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
+    h = h - (1 << 32) if h >= 1 << 31 else h
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+class _Executor:
+    """Takes every record, remembering where it came from."""
+
+    def __init__(self) -> None:
+        self.sources: list[str] = []
+
+    def receive(self, value: bytes, source: str) -> Received:
+        self.sources.append(source)
+        return Received("proposed", "taken")
+
+
+def _wait(what: str, check: Any, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := check():
+            return found
+        time.sleep(0.3)
+    raise AssertionError(f"no {what} within {timeout:.0f} s")
+
+
+def test_the_intake_reads_from_committed_offsets_after_the_coordinator_moved(sandbox):
+    state, config = sandbox, sandbox_config(sandbox)
+    group = f"intake-coordinator-{uuid.uuid4().hex[:8]}"
+    topic = f"intake-coordinator-{uuid.uuid4().hex[:6]}"
+    traffic.create_topic(state, topic, partitions=2, replication_factor=2)
+    traffic.produce(state, topic, 10)
+    committer = bus.consumer(config, group, **{"enable.auto.commit": False})
+    committer.commit(offsets=[TopicPartition(topic, 0, 3), TopicPartition(topic, 1, 0)],
+                     asynchronous=False)
+    committer.close()
+    probe = bus.consumer(config, "unused")
+    try:
+        ends = {tp.partition: tp.offset for tp in traffic.end_offsets(probe, topic)}
+    finally:
+        probe.close()
+
+    slot = _offsets_partition(group, len(traffic.partitions(state, OFFSETS)))
+    (offsets,) = [p for p in traffic.partitions(state, OFFSETS) if p["partition_index"] == slot]
+    replicas, coordinator = list(offsets["replica_nodes"]), offsets["leader_id"]
+    consumer = bus.consumer(config, group, **{"enable.auto.commit": False,
+                                              "auto.offset.reset": "earliest"})
+    intake = None
+    try:
+        consumer.committed([TopicPartition(topic, 0)], timeout=30)  # the coordinator known
+        _lead(state, slot, [b for b in replicas if b != coordinator] + [coordinator])
+        _wait("the new coordinator", lambda: traffic.leader_of(state, OFFSETS, slot)
+              not in (coordinator, -1), 60)
+
+        executor = _Executor()
+        logged: list[str] = []
+        intake = Intake(consumer, topic, executor, log=logged.append)  # type: ignore[arg-type]
+        stop = threading.Event()
+        expected = sorted(f"{topic}[0]@{o}" for o in range(3, ends[0])) + sorted(
+            f"{topic}[1]@{o}" for o in range(ends[1]))
+        deadline = time.monotonic() + 90
+        while len(executor.sources) < len(expected) and time.monotonic() < deadline:
+            intake.poll(0.5, stop)
+        assert sorted(executor.sources) == sorted(expected), logged
+    finally:
+        if intake is not None:
+            intake.close()
+        else:
+            consumer.close()
+        _lead(state, slot, replicas)  # as it was
+        traffic.delete_topic(state, topic)
+
+
+def _lead(state: Any, partition: int, replicas: list[int]) -> None:
+    """The offsets partition's replicas in this order, its first one the leader."""
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    with kafka_admin(state) as admin:
+        admin.alter_partition_reassignments({KafkaTopicPartition(OFFSETS, partition): replicas})
+        _wait("the replicas reordered", lambda: next(
+            p["replica_nodes"] for p in traffic.partitions(state, OFFSETS)
+            if p["partition_index"] == partition) == replicas, 60)
+        admin.elect_leaders(0, {OFFSETS: [partition]}, raise_errors=False)  # 0: preferred
+    _wait(f"broker {replicas[0]} leading", lambda: traffic.leader_of(
+        state, OFFSETS, partition) == replicas[0], 60)
