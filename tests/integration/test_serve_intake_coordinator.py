@@ -82,6 +82,8 @@ def test_the_intake_reads_from_committed_offsets_after_the_coordinator_moved(san
     slot = _offsets_partition(group, len(traffic.partitions(state, OFFSETS)))
     (offsets,) = [p for p in traffic.partitions(state, OFFSETS) if p["partition_index"] == slot]
     replicas, coordinator = list(offsets["replica_nodes"]), offsets["leader_id"]
+    # The slot is the group's: else the move below would not touch its coordinator.
+    assert _coordinator_of(config, group) == coordinator
     consumer = bus.consumer(config, group, **{"enable.auto.commit": False,
                                               "auto.offset.reset": "earliest"})
     intake = None
@@ -122,3 +124,12 @@ def _lead(state: Any, partition: int, replicas: list[int]) -> None:
         admin.elect_leaders(0, {OFFSETS: [partition]}, raise_errors=False)  # 0: preferred
     _wait(f"broker {replicas[0]} leading", lambda: traffic.leader_of(
         state, OFFSETS, partition) == replicas[0], 60)
+
+
+def _coordinator_of(config: Any, group: str) -> int:
+    """The broker the cluster names as the group's coordinator."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(bus.client_config(config))
+    (described,) = admin.describe_consumer_groups([group], request_timeout=30).values()
+    return int(described.result().coordinator.id)
