@@ -337,3 +337,23 @@ def wait_until(check: Callable[[], Any], what: str, timeout: float = 60.0,
                 return last
         time.sleep(every)
     raise AssertionError(f"{what} not reached after {timeout:.0f} s (last: {last!r})")
+
+
+def lead_by_hand(state: SandboxState, topic: str, partition: int, replicas: list[int]) -> None:
+    """What an operator does to move a leader: the partition's replicas reordered, then a
+    preferred election, so ``replicas[0]`` leads."""
+    from kafka import TopicPartition
+
+    from sandbox import traffic
+
+    def of_partition() -> dict[str, Any]:
+        return next(p for p in traffic.partitions(state, topic)
+                    if p["partition_index"] == partition)
+
+    with open_admin(state.bootstrap_servers) as admin:
+        admin.alter_partition_reassignments({TopicPartition(topic, partition): replicas})
+        wait_until(lambda: of_partition()["replica_nodes"] == replicas,
+                   f"{topic}-{partition} reordered to {replicas}")
+        admin.elect_leaders(0, {topic: [partition]}, raise_errors=False)  # 0: preferred
+    wait_until(lambda: of_partition()["leader_id"] == replicas[0],
+               f"broker {replicas[0]} leading {topic}-{partition}")

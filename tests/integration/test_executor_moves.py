@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from core.live import open_admin
 from core.plan import plan_disks, plan_leaders
 from core.plan.disks import broker_usage, mean_ratio, over_limit
 from remediation.executor.throttle import DIR_RATE
@@ -19,6 +18,7 @@ from sandbox.status import kafka_admin
 from sandbox.traffic import delete_topic
 from tests.integration.serve_harness import (
     bench,
+    lead_by_hand,
     leader_tilted_topic,
     placed_topic,
     reorder_plan,
@@ -130,20 +130,13 @@ def test_rebalance_leaders_puts_each_leader_where_the_plan_says(sandbox: Sandbox
 
 def test_a_plan_already_carried_out_by_hand_is_superseded_and_changes_nothing(
         sandbox: SandboxState, tmp_path: Path) -> None:
-    from kafka import TopicPartition
-
     state = sandbox
     topic = placed_topic(state, "serve-stale", {0: [0, 1, 2]})
     plan = reorder_plan(topic, [1, 0, 2])
     with bench(state, tmp_path, '[actions]\nrebalance_leaders = "auto"\n') as b:
         action = b.action("rebalance_leaders", plan, "broker 1 should lead")
         # An operator does exactly this by hand before the action arrives.
-        with open_admin(state.bootstrap_servers) as admin:
-            admin.alter_partition_reassignments({TopicPartition(topic, 0): [1, 0, 2]})
-            wait_until(lambda: traffic.partitions(state, topic)[0]["replica_nodes"]
-                       == [1, 0, 2], "the reorder by hand")
-            admin.elect_leaders(0, {topic: [0]}, raise_errors=False)
-        wait_until(lambda: traffic.leader_of(state, topic, 0) == 1, "the election by hand")
+        lead_by_hand(state, topic, 0, [1, 0, 2])
         before = traffic.partitions(state, topic)[0]
 
         serve = b.serve()
@@ -159,8 +152,6 @@ def test_a_plan_already_carried_out_by_hand_is_superseded_and_changes_nothing(
 
 def test_a_finished_action_reopens_only_when_the_problem_is_back(sandbox: SandboxState,
                                                                  tmp_path: Path) -> None:
-    from kafka import TopicPartition
-
     state = sandbox
     topic = leader_tilted_topic(state, "serve-again", [0, 1, 2], new_leader=1)
     plan = reorder_plan(topic, [1, 0, 2])
@@ -177,12 +168,7 @@ def test_a_finished_action_reopens_only_when_the_problem_is_back(sandbox: Sandbo
         assert "already in the plan's target state" in shown["audit"][-1]["reason"]
         assert shown["state"] == "succeeded" and shown["attempts"] == 1
 
-        with open_admin(state.bootstrap_servers) as admin:  # the problem comes back
-            admin.alter_partition_reassignments({TopicPartition(topic, 0): [0, 1, 2]})
-            wait_until(lambda: traffic.partitions(state, topic)[0]["replica_nodes"]
-                       == [0, 1, 2], "the old order back")
-            admin.elect_leaders(0, {topic: [0]}, raise_errors=False)
-        wait_until(lambda: traffic.leader_of(state, topic, 0) == 0, "broker 0 leading again")
+        lead_by_hand(state, topic, 0, [0, 1, 2])  # the problem comes back
 
         b.propose(action)
         again = wait_until(lambda: (s := serve.action(aid)) and s["attempts"] == 2

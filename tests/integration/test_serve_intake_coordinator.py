@@ -24,8 +24,8 @@ from core import bus
 from remediation.executor.runner import Received
 from remediation.service.intake import Intake
 from sandbox import traffic
-from sandbox.status import kafka_admin
 from tests.integration.collect_support import sandbox_config
+from tests.integration.serve_harness import lead_by_hand
 
 pytestmark = pytest.mark.integration
 
@@ -54,15 +54,6 @@ class _Executor:
         return Received("proposed", "taken")
 
 
-def _wait(what: str, check: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := check():
-            return found
-        time.sleep(0.3)
-    raise AssertionError(f"no {what} within {timeout:.0f} s")
-
-
 def test_the_intake_reads_from_committed_offsets_after_the_coordinator_moved(sandbox):
     state, config = sandbox, sandbox_config(sandbox)
     group = f"intake-coordinator-{uuid.uuid4().hex[:8]}"
@@ -79,8 +70,9 @@ def test_the_intake_reads_from_committed_offsets_after_the_coordinator_moved(san
     finally:
         probe.close()
 
-    slot = _offsets_partition(group, len(traffic.partitions(state, OFFSETS)))
-    (offsets,) = [p for p in traffic.partitions(state, OFFSETS) if p["partition_index"] == slot]
+    described = traffic.partitions(state, OFFSETS)
+    slot = _offsets_partition(group, len(described))
+    (offsets,) = [p for p in described if p["partition_index"] == slot]
     replicas, coordinator = list(offsets["replica_nodes"]), offsets["leader_id"]
     # The slot is the group's: else the move below would not touch its coordinator.
     assert _coordinator_of(config, group) == coordinator
@@ -89,9 +81,8 @@ def test_the_intake_reads_from_committed_offsets_after_the_coordinator_moved(san
     intake = None
     try:
         consumer.committed([TopicPartition(topic, 0)], timeout=30)  # the coordinator known
-        _lead(state, slot, [b for b in replicas if b != coordinator] + [coordinator])
-        _wait("the new coordinator", lambda: traffic.leader_of(state, OFFSETS, slot)
-              not in (coordinator, -1), 60)
+        lead_by_hand(state, OFFSETS, slot,
+                     [b for b in replicas if b != coordinator] + [coordinator])
 
         executor = _Executor()
         logged: list[str] = []
@@ -108,22 +99,8 @@ def test_the_intake_reads_from_committed_offsets_after_the_coordinator_moved(san
             intake.close()
         else:
             consumer.close()
-        _lead(state, slot, replicas)  # as it was
+        lead_by_hand(state, OFFSETS, slot, replicas)  # as it was
         traffic.delete_topic(state, topic)
-
-
-def _lead(state: Any, partition: int, replicas: list[int]) -> None:
-    """The offsets partition's replicas in this order, its first one the leader."""
-    from kafka import TopicPartition as KafkaTopicPartition
-
-    with kafka_admin(state) as admin:
-        admin.alter_partition_reassignments({KafkaTopicPartition(OFFSETS, partition): replicas})
-        _wait("the replicas reordered", lambda: next(
-            p["replica_nodes"] for p in traffic.partitions(state, OFFSETS)
-            if p["partition_index"] == partition) == replicas, 60)
-        admin.elect_leaders(0, {OFFSETS: [partition]}, raise_errors=False)  # 0: preferred
-    _wait(f"broker {replicas[0]} leading", lambda: traffic.leader_of(
-        state, OFFSETS, partition) == replicas[0], 60)
 
 
 def _coordinator_of(config: Any, group: str) -> int:
