@@ -109,8 +109,10 @@ class SparkCluster:
         return _get_json(f"{self.worker_ui}/json/")
 
     def executor_pids(self) -> set[int]:
-        """The executor JVMs the worker runs now (its descendants), remembered for `stop`."""
-        found = {pid for pid in descendants(self.worker.pid)
+        """The executor JVMs the worker runs now, remembered for `stop`. Only the worker's
+        own children count: an executor starting a Python worker forks, and until that
+        child execs it carries the executor's command line (a run counted two executors)."""
+        found = {pid for pid in _children().get(self.worker.pid or 0, [])
                  if EXECUTOR_CLASS in cmdline(pid)}
         self.executors_seen |= found
         return found
@@ -283,19 +285,24 @@ def cmdline(pid: int) -> str:
         return ""
 
 
-def descendants(pid: int | None) -> set[int]:
-    """Every process below ``pid`` (from /proc/*/stat parent links)."""
-    if not pid:
-        return set()
+def _children() -> dict[int, list[int]]:
+    """Each process's children now, from the parent links in /proc/*/stat."""
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
         except OSError:
             continue
-        child = int(stat.parent.name)
         parent = int(text.rsplit(")", 1)[1].split()[1])
-        children.setdefault(parent, []).append(child)
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    return children
+
+
+def descendants(pid: int | None) -> set[int]:
+    """Every process below ``pid``."""
+    if not pid:
+        return set()
+    children = _children()
     found: set[int] = set()
     todo = [pid]
     while todo:

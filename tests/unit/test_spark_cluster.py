@@ -47,3 +47,32 @@ def test_descendants_finds_children_and_grandchildren_by_pid():
         outer.stdin.close()
         outer.wait(30)
     assert spark_cluster.descendants(None) == set()
+
+
+def test_only_the_workers_own_children_are_its_executors(tmp_path):
+    # The shape a run met: the executor (the worker's child) forks to start a Python worker,
+    # and until that child execs it carries the executor's command line too.
+    executor = ("import subprocess, sys; "
+                f"g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)', "
+                f"'{spark_cluster.EXECUTOR_CLASS}']); "
+                "print(g.pid, flush=True); sys.stdin.read(); g.kill()")
+    worker = subprocess.Popen(
+        [sys.executable, "-c",
+         "import subprocess, sys; "
+         f"e = subprocess.Popen([sys.executable, '-c', {executor!r}, "
+         f"'{spark_cluster.EXECUTOR_CLASS}'], stdin=sys.stdin); sys.stdin.read(); e.wait()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker.stdout is not None
+        forked = int(worker.stdout.readline())
+        assert spark_cluster.EXECUTOR_CLASS in spark_cluster.cmdline(forked)
+        daemon = spark_cluster.Daemon("worker", [], "", tmp_path / "log", pid=worker.pid)
+        spark = spark_cluster.SparkCluster(tmp_path, 0, 0, 0, 0, daemon, daemon)
+        (found,) = spark.executor_pids()
+        assert found != forked and found in spark_cluster.descendants(worker.pid)
+        assert spark_cluster.EXECUTOR_CLASS in spark_cluster.cmdline(found)
+        assert spark.executors_seen == {found}
+    finally:
+        assert worker.stdin is not None
+        worker.stdin.close()
+        worker.wait(30)
