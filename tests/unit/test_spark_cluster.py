@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from sandbox import spark_cluster
@@ -65,6 +66,12 @@ def test_only_the_workers_own_children_are_its_executors(tmp_path):
     try:
         assert worker.stdout is not None
         forked = int(worker.stdout.readline())
+        # Popen returns once the child's exec has closed its descriptors, a moment before
+        # the kernel lays out the new command line (a loaded run read it empty).
+        deadline = time.monotonic() + 30.0
+        while (spark_cluster.EXECUTOR_CLASS not in spark_cluster.cmdline(forked)
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
         assert spark_cluster.EXECUTOR_CLASS in spark_cluster.cmdline(forked)
         daemon = spark_cluster.Daemon("worker", [], "", tmp_path / "log", pid=worker.pid)
         spark = spark_cluster.SparkCluster(tmp_path, 0, 0, 0, 0, daemon, daemon)
