@@ -42,7 +42,7 @@ def test_descendants_finds_children_and_grandchildren_by_pid():
         found = spark_cluster.descendants(os.getpid())
         assert {outer.pid, grandchild} <= found
         assert spark_cluster.descendants(grandchild) == set()
-        assert "sleep 30" in spark_cluster.cmdline(grandchild)
+        _wait_for_cmdline(grandchild, "sleep 30")
     finally:
         assert outer.stdin is not None
         outer.stdin.close()
@@ -66,13 +66,7 @@ def test_only_the_workers_own_children_are_its_executors(tmp_path):
     try:
         assert worker.stdout is not None
         forked = int(worker.stdout.readline())
-        # Popen returns once the child's exec has closed its descriptors, a moment before
-        # the kernel lays out the new command line (a loaded run read it empty).
-        deadline = time.monotonic() + 30.0
-        while (spark_cluster.EXECUTOR_CLASS not in spark_cluster.cmdline(forked)
-               and time.monotonic() < deadline):
-            time.sleep(0.05)
-        assert spark_cluster.EXECUTOR_CLASS in spark_cluster.cmdline(forked)
+        _wait_for_cmdline(forked, spark_cluster.EXECUTOR_CLASS)
         daemon = spark_cluster.Daemon("worker", [], "", tmp_path / "log", pid=worker.pid)
         spark = spark_cluster.SparkCluster(tmp_path, 0, 0, 0, 0, daemon, daemon)
         (found,) = spark.executor_pids()
@@ -83,3 +77,12 @@ def test_only_the_workers_own_children_are_its_executors(tmp_path):
         assert worker.stdin is not None
         worker.stdin.close()
         worker.wait(30)
+
+
+def _wait_for_cmdline(pid: int, text: str, timeout: float = 30.0) -> None:
+    """Popen returns once the child's exec has closed its descriptors, a moment before the
+    kernel lays out the new command line: a loaded run read it empty."""
+    deadline = time.monotonic() + timeout
+    while text not in spark_cluster.cmdline(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert text in spark_cluster.cmdline(pid), f"{pid} never showed {text!r}"
