@@ -184,7 +184,8 @@ def watermarks(reader: Any, partition: Any, timeout: float) -> tuple[int, int]:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            low, high = reader.get_watermark_offsets(partition, timeout=timeout)
+            low, high = reader.get_watermark_offsets(
+                partition, timeout=max(0.1, deadline - time.monotonic()))
             return int(low), int(high)
         except KafkaException:
             if time.monotonic() >= deadline:
@@ -192,24 +193,21 @@ def watermarks(reader: Any, partition: Any, timeout: float) -> tuple[int, int]:
             time.sleep(0.25)
 
 
-def end_offsets(reader: Any, topic: str, timeout: float) -> list[Any]:
-    """Every partition of ``topic`` at its high watermark, as TopicPartitions to assign.
-    A topic created moments ago may be missing from a broker's metadata, have no
-    partitions yet, or lack a leader that knows it: asked again until ``timeout``, then
-    `BusError` says which."""
-    from confluent_kafka import KafkaException, TopicPartition
+def topic_partitions(reader: Any, topic: str, timeout: float) -> list[int]:
+    """The partition numbers of ``topic``, in order. A topic created moments ago may be
+    missing from a broker's metadata or have no partitions yet: asked again until
+    ``timeout``, then `BusError` says which."""
+    from confluent_kafka import KafkaException
 
     deadline = time.monotonic() + timeout
     while True:
-        left = max(0.1, deadline - time.monotonic())
         try:
-            meta = reader.list_topics(topic, timeout=left).topics[topic]
-            if meta.error is not None:
-                raise KafkaException(meta.error)
-            if meta.partitions:
-                return [TopicPartition(topic, p, watermarks(
-                            reader, TopicPartition(topic, p), left)[1])
-                        for p in sorted(meta.partitions)]
+            meta = reader.list_topics(topic, timeout=max(0.1, deadline - time.monotonic()))
+            found = meta.topics[topic]
+            if found.error is not None:
+                raise KafkaException(found.error)
+            if found.partitions:
+                return sorted(found.partitions)
             problem = "the bus lists it without partitions"
         except KafkaException as exc:
             problem = kafka_reason(exc)
@@ -217,6 +215,25 @@ def end_offsets(reader: Any, topic: str, timeout: float) -> list[Any]:
             raise BusError(f"topic {topic} not readable on the bus after {timeout:g} s: "
                            f"{problem}")
         time.sleep(0.25)
+
+
+def end_offsets(reader: Any, topic: str, timeout: float) -> list[Any]:
+    """Every partition of ``topic`` at its high watermark, as TopicPartitions to assign.
+    Besides what `topic_partitions` waits out, a partition's leader may not know it yet:
+    asked again until ``timeout``, then `BusError` says which."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    deadline = time.monotonic() + timeout
+    ends = []
+    for p in topic_partitions(reader, topic, timeout):
+        try:
+            high = watermarks(reader, TopicPartition(topic, p),
+                              max(0.1, deadline - time.monotonic()))[1]
+        except KafkaException as exc:
+            raise BusError(f"topic {topic} not readable on the bus after {timeout:g} s: "
+                           f"{kafka_reason(exc)}") from exc
+        ends.append(TopicPartition(topic, p, high))
+    return ends
 
 
 def kafka_reason(error: object) -> str:

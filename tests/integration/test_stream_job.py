@@ -102,7 +102,7 @@ class Bus:
     """Produce to the job's inputs; collect everything it writes."""
 
     def __init__(self, config) -> None:
-        from core.bus import consumer, ensure_topics, producer
+        from core.bus import consumer, ensure_topics, producer, topic_partitions
 
         self.config = config
         ensure_topics(config)
@@ -115,10 +115,12 @@ class Bus:
                                   **{"auto.offset.reset": "earliest"})
         # Assigned, not subscribed: no group coordinator in the way (a full run once read
         # nothing in this module, its group never joined; what the job writes was there).
+        # From the beginning: only the partitions are needed, not their ends (a full run's
+        # watermark query for a topic created a moment before failed for 30 s).
         self._consumer.assign([
-            TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING)
+            TopicPartition(config.topic(name), p, OFFSET_BEGINNING)
             for name in ("actions", "dead-letter")
-            for tp in traffic.end_offsets(self._consumer, config.topic(name))])
+            for p in topic_partitions(self._consumer, config.topic(name), 30.0)])
         self._thread = threading.Thread(target=self._collect, daemon=True)
         self._thread.start()
 
