@@ -38,6 +38,7 @@ from core import clock
 from core.config import load
 from core.live import open_admin, read_snapshot
 from sandbox import cluster, traffic
+from sandbox.processes import children_by_parent
 
 RATE = 35_000  # samples/s: 1,000 brokers x ~1,050 samples per 30 s scrape
 BROKERS = 1000
@@ -349,18 +350,6 @@ def loaded_latency(job: Job, config: Any, base: dict[str, Any], episodes: int,
 # --- a fleet ---------------------------------------------------------------------------
 
 
-def _children() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        ppid = int(text[text.rindex(")") + 2:].split()[1])
-        tree.setdefault(ppid, []).append(int(stat.parent.name))
-    return tree
-
-
 def _status_kib(pid: int, field: str) -> int:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -393,7 +382,7 @@ class MemoryWatch:
         import os
 
         while not self._stop.wait(1.0):
-            tree, todo, total = _children(), [os.getpid()], 0
+            tree, todo, total = children_by_parent(), [os.getpid()], 0
             while todo:
                 pid = todo.pop()
                 todo += tree.get(pid, [])

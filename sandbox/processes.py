@@ -125,3 +125,16 @@ def rss_bytes(pid: int) -> int:
     except FileNotFoundError:
         pass
     return 0
+
+
+def children_by_parent() -> dict[int, list[int]]:
+    """Each process's children now, from the parent links in /proc/*/stat."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        parent = int(text.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    return children

@@ -112,7 +112,7 @@ class SparkCluster:
         """The executor JVMs the worker runs now, remembered for `stop`. Only the worker's
         own children count: an executor starting a Python worker forks, and until that
         child execs it carries the executor's command line (a run counted two executors)."""
-        found = {pid for pid in _children().get(self.worker.pid or 0, [])
+        found = {pid for pid in processes.children_by_parent().get(self.worker.pid or 0, [])
                  if EXECUTOR_CLASS in cmdline(pid)}
         self.executors_seen |= found
         return found
@@ -285,24 +285,11 @@ def cmdline(pid: int) -> str:
         return ""
 
 
-def _children() -> dict[int, list[int]]:
-    """Each process's children now, from the parent links in /proc/*/stat."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        parent = int(text.rsplit(")", 1)[1].split()[1])
-        children.setdefault(parent, []).append(int(stat.parent.name))
-    return children
-
-
 def descendants(pid: int | None) -> set[int]:
     """Every process below ``pid``."""
     if not pid:
         return set()
-    children = _children()
+    children = processes.children_by_parent()
     found: set[int] = set()
     todo = [pid]
     while todo:

@@ -25,6 +25,7 @@ from core import bus
 from core.config import load
 from core.owner import MARKER, Owner, claim_checkpoint
 from sandbox.loop import render_toml
+from sandbox.processes import children_by_parent
 from sandbox.state import SandboxState
 from tests.conftest import SELFHEAL
 
@@ -93,15 +94,7 @@ class Proc:
 
     def children(self) -> list[int]:
         """PIDs whose parent is this process."""
-        found = []
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == self.proc.pid:
-                found.append(int(stat.parent.name))
-        return found
+        return children_by_parent().get(self.proc.pid, [])
 
     def kill(self) -> None:
         if self.proc.poll() is None:
