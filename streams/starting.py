@@ -21,6 +21,9 @@ from core.config import Config
 # whole one): a fleet's snapshot at 2.8M replicas is 64 chunks before its manifest.
 LOOK_BACK = 128
 
+# Consumers that try, in turn, to learn the snapshot topic's partitions and ends.
+TRIES = 3
+
 
 def is_fresh(checkpoint: Path) -> bool:
     """True when the query at ``checkpoint`` has never planned a batch."""
@@ -40,26 +43,55 @@ def snapshot_offsets(config: Config, cluster: str, timeout: float = 15.0) -> str
 def latest_snapshots(config: Config, cluster: str, timeout: float = 15.0
                      ) -> dict[int, tuple[int | None, int]]:
     """Per partition of the snapshot topic: the offset of ``cluster``'s latest snapshot
-    record (a manifest or a whole snapshot) or None, and the partition's end."""
-    from confluent_kafka import TopicPartition
+    record (a manifest or a whole snapshot) or None, and the partition's end.
 
-    from core.bus import consumer, watermarks
+    Up to `TRIES` consumers ask for the topic's partitions and ends, each for a share of
+    ``timeout``: one consumer's metadata cache once held a just-created topic so that
+    every watermark query answered `_UNKNOWN_PARTITION` for 30 s while the topic was
+    listed (docs/architecture.md, Collectors), and a new consumer starts with an empty
+    cache. Then `BusError` says what went wrong and what to check."""
+    from confluent_kafka import KafkaException
+
+    from core.bus import BusError, kafka_reason
 
     topic = config.topic("cluster-snapshots")
+    deadline = time.monotonic() + timeout
+    for attempt in range(1, TRIES + 1):
+        share = max(0.1, min(deadline - time.monotonic(), timeout / TRIES))
+        try:
+            return _search(config, topic, cluster, share, timeout)
+        except (KafkaException, BusError) as exc:
+            problem = kafka_reason(exc)
+        if attempt == TRIES or time.monotonic() >= deadline:
+            raise BusError(
+                f"could not find where {topic} holds cluster {cluster}'s latest snapshot "
+                f"({attempt} consumers in {timeout:g} s): {problem}. Check that the bus "
+                "at [bus] bootstrap_servers is up (`kafka-topics.sh --describe --topic "
+                f"{topic}` lists its partitions with leaders), then start again")
+    raise AssertionError("unreachable")
+
+
+def _search(config: Config, topic: str, cluster: str, ask: float, read: float
+            ) -> dict[int, tuple[int | None, int]]:
+    """One consumer's search: partitions and ends asked within ``ask`` seconds, each
+    partition's last records read within ``read``."""
+    from confluent_kafka import TopicPartition
+
+    from core.bus import consumer, topic_partitions, watermarks
+
     reader = consumer(config, "selfheal-stream-start", **{"enable.auto.commit": False,
                                                           "auto.offset.reset": "earliest"})
     try:
-        meta = reader.list_topics(topic, timeout=timeout)
-        partitions = sorted(meta.topics[topic].partitions) if topic in meta.topics else []
-        out: dict[int, tuple[int | None, int]] = {}
-        for p in partitions:
-            low, high = watermarks(reader, TopicPartition(topic, p), timeout)
-            found = _latest_of(reader, TopicPartition, topic, p, max(low, high - LOOK_BACK),
-                               high, cluster, timeout) if high > low else None
-            out[p] = (found, high)
+        deadline = time.monotonic() + ask
+        ends = {p: watermarks(reader, TopicPartition(topic, p),
+                              max(0.1, deadline - time.monotonic()))
+                for p in topic_partitions(reader, topic, ask)}
+        return {p: (_latest_of(reader, TopicPartition, topic, p,
+                               max(low, high - LOOK_BACK), high, cluster, read)
+                    if high > low else None, high)
+                for p, (low, high) in ends.items()}
     finally:
         reader.close()
-    return out
 
 
 def _latest_of(reader: Any, partition_type: Any, topic: str, partition: int, first: int,
