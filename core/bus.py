@@ -203,12 +203,15 @@ def topic_partitions(reader: Any, topic: str, timeout: float) -> list[int]:
     while True:
         try:
             meta = reader.list_topics(topic, timeout=max(0.1, deadline - time.monotonic()))
-            found = meta.topics[topic]
-            if found.error is not None:
+            found = meta.topics.get(topic)
+            if found is None:
+                problem = "the bus does not list it"
+            elif found.error is not None:
                 raise KafkaException(found.error)
-            if found.partitions:
+            elif found.partitions:
                 return sorted(found.partitions)
-            problem = "the bus lists it without partitions"
+            else:
+                problem = "the bus lists it without partitions"
         except KafkaException as exc:
             problem = kafka_reason(exc)
         if time.monotonic() >= deadline:

@@ -64,6 +64,8 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
     """Run the job until SIGTERM or Ctrl-C (or, with ``available_now``, until it has read
     what is there); then stop the query and the driver JVM. 0 on a clean stop, 1 when
     the query failed."""
+    from pyspark.errors import PySparkException
+
     from core.bus import ensure_topics
     from core.config import ConfigError
     from core.signing import signer
@@ -91,27 +93,28 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
         warm_up(spark)
         spark.streams.addListener(progress_listener(metrics, say, PRESCREEN))
         sink = BatchSink(config, metrics, say)
-        query = build_query(spark, config, options, sink)
+        try:
+            query = build_query(spark, config, options, sink)
+        except PySparkException as exc:  # read while the driver is up, as its text is
+            reason = spark_reason(exc).rstrip(".")
+            raise JobError(
+                f"the query could not start: {reason}. If that names the "
+                f"checkpoint {options.checkpoint}, move it away: a new checkpoint starts "
+                "from the cluster's latest snapshot"
+            ) from None
         sink.gate.query = query
         say(f"running: query {query.id}, checkpoint {options.checkpoint}, "
             + ("available-now" if options.available_now
                else f"trigger every {options.trigger_seconds:g} s"))
-        try:
-            while not stop.is_set() and query.isActive:
-                query.awaitTermination(0.5)
-            failed = query.exception()
-        except Exception:
-            # Under spark-submit the driver JVM shares our process group: a signal to
-            # the group stops it under us. Stopped on purpose is a clean stop.
-            if not stop.wait(1.0):
-                raise
+        failed = await_query(query, stop)
+        if failed is DRIVER_GONE:
             say("the Spark driver stopped with the signal; the checkpoint re-runs any "
                 "unfinished batch")
             query = None
             return 0
         if failed is not None:
-            # The first lines say what broke; Spark logged the whole trace above.
-            say("the query failed: " + " | ".join(str(failed).strip().splitlines()[:3]))
+            # Said while the driver is up: the failure's text is read through the JVM.
+            say(f"the query failed: {spark_reason(failed)}")
             return 1
         return 0
     finally:
@@ -139,6 +142,39 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         say("stopped")
+
+
+# What `await_query` answers when the driver went away under a stop signal.
+DRIVER_GONE = RuntimeError("the Spark driver stopped with the signal")
+
+
+def await_query(query: Any, stop: threading.Event) -> BaseException | None:
+    """Wait until ``stop`` is set or the query ends; the query's failure, if it failed.
+
+    `awaitTermination` raises the failure of a query that failed on its own. Under
+    spark-submit the driver JVM shares our process group, so a signal to the group stops
+    it under us: any error then, with ``stop`` set within a second, is `DRIVER_GONE`."""
+    from pyspark.errors import StreamingQueryException
+
+    try:
+        while not stop.is_set() and query.isActive:
+            query.awaitTermination(0.5)
+        failed: BaseException | None = query.exception()
+        return failed
+    except Exception as exc:
+        if stop.wait(1.0):
+            return DRIVER_GONE
+        if isinstance(exc, StreamingQueryException):
+            return exc
+        raise
+
+
+def spark_reason(error: BaseException) -> str:
+    """A Spark failure's own lines, without the JVM stack trace pyspark appends (Spark
+    logs the whole trace itself): at most three, joined by " | "."""
+    text = str(error).split("JVM stacktrace:", 1)[0]
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(lines[:3]) or type(error).__name__
 
 
 def _own_checkpoint(config: Config, options: JobOptions, say: Say) -> JobOptions:

@@ -23,7 +23,7 @@ import pytest
 
 from core import bus
 from core.config import load
-from core.owner import MARKER, Owner, claim_checkpoint
+from core.owner import MARKER, Owner, claim_checkpoint, identify
 from sandbox.loop import render_toml
 from sandbox.processes import children_by_parent
 from sandbox.state import SandboxState
@@ -71,7 +71,10 @@ class Proc:
     def stop_group(self, timeout: float = 120.0) -> int:
         """SIGTERM to the process group, as a service manager does; its exit code."""
         started = time.monotonic()
-        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass  # the whole group had exited already: its exit code says how
         try:
             code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -197,6 +200,33 @@ def test_a_fresh_job_reads_the_latest_snapshot_first_and_stops_clean_on_group_si
     finally:
         killed.kill()
     _wait_gone(jvms[0])
+
+
+def test_a_query_spark_cannot_start_ends_the_job_with_exit_1_and_the_reason(
+        sandbox: SandboxState, tmp_path: Path) -> None:
+    """Spark refuses to start the query on a checkpoint in an inconsistent state (an
+    offset log without its metadata file): the job says why and what to do in its last
+    line and exits 1, with no Python trace (the failure once went straight to the top,
+    its text lost with the driver)."""
+    config_path = tmp_path / "selfheal.toml"
+    config_path.write_text(render_toml({}, {
+        "bus": {"topic_prefix": f"qf{uuid.uuid4().hex[:6]}."},
+        "stream": {"checkpoint_dir": tmp_path / "checkpoints", "metrics_http_port": 0},
+    }))
+    env = _env(sandbox, SELFHEAL_CONFIG=str(config_path))
+    checkpoint = tmp_path / "checkpoints" / "detect"
+    claim_checkpoint(checkpoint, identify(load(config_path, env=env)))
+    (checkpoint / "offsets").mkdir()
+    (checkpoint / "offsets" / "0").write_text("not an offset log\n")
+    result = subprocess.run([*SELFHEAL, "stream"], capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    print(last)
+    assert last.startswith("selfheal stream: the query could not start: "), result.stderr
+    assert "STREAMING_CHECKPOINT_MISSING_METADATA_FILE" in last, last
+    assert f"If that names the checkpoint {checkpoint}, move it away" in last
 
 
 def _is_java(pid: int) -> bool:

@@ -1,0 +1,80 @@
+"""How the job tells a query that failed on its own from one stopped by a signal.
+
+A query failing in its stream thread (the fault a full run met once: a snapshot topic
+listed without its partitions gave Spark an empty `startingOffsets`) cannot be brought
+about on demand without the bug, so these queries are stand-ins; the real Spark start
+failure is tests/integration/test_clean_stops.py's."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from pyspark.errors import PySparkException, StreamingQueryException
+
+from streams.job import DRIVER_GONE, await_query, spark_reason
+
+
+class Query:
+    """Active for ``polls`` waits, then ends: with ``raises`` from `awaitTermination`
+    (as pyspark does for a failed query), or with ``failure`` from `exception()`."""
+
+    def __init__(self, polls: int, raises: Exception | None = None,
+                 failure: Exception | None = None) -> None:
+        self.polls, self.raises, self.failure = polls, raises, failure
+
+    @property
+    def isActive(self) -> bool:
+        return self.polls > 0
+
+    def awaitTermination(self, _timeout: float) -> None:
+        self.polls -= 1
+        if self.polls == 0 and self.raises is not None:
+            raise self.raises
+
+    def exception(self) -> Exception | None:
+        return self.failure
+
+
+def failure(text: str) -> StreamingQueryException:
+    return StreamingQueryException(message=text)
+
+
+def test_a_query_that_fails_in_its_thread_is_answered_with_its_failure():
+    broke = failure("[STREAM_FAILED] assertion failed: you must specify all partitions")
+    assert await_query(Query(3, raises=broke), threading.Event()) is broke
+
+
+def test_a_query_that_ended_is_answered_with_what_it_records():
+    broke = failure("ended")
+    assert await_query(Query(2, failure=broke), threading.Event()) is broke
+    assert await_query(Query(2), threading.Event()) is None
+
+
+def test_an_error_under_a_stop_signal_is_the_driver_going_away():
+    stop = threading.Event()
+
+    class Gone(Query):
+        def awaitTermination(self, _timeout: float) -> None:
+            stop.set()  # the signal arrives; the driver dies under the wait
+            raise ConnectionError("Py4J: answer from Java side is empty")
+
+    assert await_query(Gone(5), stop) is DRIVER_GONE
+
+
+def test_any_other_error_without_a_signal_is_raised():
+    class Broken(Query):
+        def awaitTermination(self, _timeout: float) -> None:
+            raise ConnectionError("Py4J: answer from Java side is empty")
+
+    with pytest.raises(ConnectionError):
+        await_query(Broken(5), threading.Event())
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("[X] one.\nwhy two\n\nthree\nfour", "[X] one. | why two | three"),
+    ("[X] the cause\n\nJVM stacktrace:\norg.apache.Foo\n\tat Bar", "[X] the cause"),
+    ("", "PySparkException"),
+])
+def test_the_reason_is_spark_s_own_lines_without_the_jvm_trace(text, reason):
+    assert spark_reason(PySparkException(message=text)) == reason
