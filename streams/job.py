@@ -95,7 +95,7 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
         sink = BatchSink(config, metrics, say)
         try:
             query = build_query(spark, config, options, sink)
-        except PySparkException as exc:  # read while the driver is up, as its text is
+        except PySparkException as exc:  # its text comes through the JVM: read it now
             reason = spark_reason(exc).rstrip(".")
             raise JobError(
                 f"the query could not start: {reason}. If that names the "
