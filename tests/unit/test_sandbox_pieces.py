@@ -116,3 +116,10 @@ def test_placement_maps_dirs_to_current_replicas_and_skips_future_ones():
         {"log_dir": "/d1", "topics": []},
     ]}
     assert placement(reply, "t") == {"/d0": {0: 10}, "/d1": {}}
+
+
+def test_a_cluster_id_never_starts_with_a_dash():
+    """`kafka-storage format -t -enyj...` reads such an id as an option; Kafka draws again."""
+    draws = iter([b"\xf8" + bytes(15), b"\x00" * 16])  # "-AAA...", then "AAA..."
+    assert cluster._new_cluster_id(lambda: next(draws)) == "A" * 22
+    assert all(not cluster._new_cluster_id().startswith("-") for _ in range(2000))
