@@ -111,6 +111,18 @@ def _env(sandbox: SandboxState, **extra: str) -> dict[str, str]:
     return env
 
 
+def _job_config(sandbox: SandboxState, tmp_path: Path, prefix: str
+                ) -> tuple[Path, dict[str, str]]:
+    """A config for a job of its own (topics under ``prefix``, its checkpoint under
+    ``tmp_path``/checkpoints/detect, metrics on a free port) and the environment naming it."""
+    config_path = tmp_path / "selfheal.toml"
+    config_path.write_text(render_toml({}, {
+        "bus": {"topic_prefix": prefix},
+        "stream": {"checkpoint_dir": tmp_path / "checkpoints", "metrics_http_port": 0},
+    }))
+    return config_path, _env(sandbox, SELFHEAL_CONFIG=str(config_path))
+
+
 def _clean(proc: Proc, code: int) -> None:
     assert code == 0, proc.text
     assert not TRACE.search(proc.text), proc.text
@@ -141,12 +153,7 @@ def test_the_job_refuses_a_checkpoint_of_another_cluster_saying_what_to_do(
 def test_a_fresh_job_reads_the_latest_snapshot_first_and_stops_clean_on_group_sigterm(
         sandbox: SandboxState, tmp_path: Path) -> None:
     prefix = f"cs{uuid.uuid4().hex[:6]}."
-    config_path = tmp_path / "selfheal.toml"
-    config_path.write_text(render_toml({}, {
-        "bus": {"topic_prefix": prefix},
-        "stream": {"checkpoint_dir": tmp_path / "checkpoints", "metrics_http_port": 0},
-    }))
-    env = _env(sandbox, SELFHEAL_CONFIG=str(config_path))
+    config_path, env = _job_config(sandbox, tmp_path, prefix)
     # This cluster's snapshot (chunks, then its manifest), then one of another cluster
     # after it: the job must start at this cluster's manifest, not at the topic's last
     # record, and find the chunks before it on the bus.
@@ -208,12 +215,7 @@ def test_a_query_spark_cannot_start_ends_the_job_with_exit_1_and_the_reason(
     offset log without its metadata file): the job says why and what to do in its last
     line and exits 1, with no Python trace (the failure once went straight to the top,
     its text lost with the driver)."""
-    config_path = tmp_path / "selfheal.toml"
-    config_path.write_text(render_toml({}, {
-        "bus": {"topic_prefix": f"qf{uuid.uuid4().hex[:6]}."},
-        "stream": {"checkpoint_dir": tmp_path / "checkpoints", "metrics_http_port": 0},
-    }))
-    env = _env(sandbox, SELFHEAL_CONFIG=str(config_path))
+    config_path, env = _job_config(sandbox, tmp_path, f"qf{uuid.uuid4().hex[:6]}.")
     checkpoint = tmp_path / "checkpoints" / "detect"
     claim_checkpoint(checkpoint, identify(load(config_path, env=env)))
     (checkpoint / "offsets").mkdir()
