@@ -205,6 +205,11 @@ class StreamConfig:
     # Partitions of the detector's state (keyed by cluster). Fixed when a checkpoint is
     # created: more only pay off with many monitored clusters.
     state_partitions: int = _field(1, _positive)
+    # A query that fails while it runs (a bus outage in mid-batch: an executor's fetch or
+    # the sink's delivery timed out) is started again from its checkpoint, this many times
+    # in a row, 5 s apart and doubling up to a minute; a query that ran 10 minutes since
+    # resets the count. 0: a failed query ends the job (exit 1).
+    query_restarts: int = _field(5, _at_least(0))
 
 
 def _url(value: Any) -> str | None:

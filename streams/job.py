@@ -20,6 +20,7 @@ cluster model, which only the decisions that need it read back from the bus.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
@@ -63,9 +64,7 @@ def spark_conf(config: Config, master: str | None) -> dict[str, str]:
 def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
     """Run the job until SIGTERM or Ctrl-C (or, with ``available_now``, until it has read
     what is there); then stop the query and the driver JVM. 0 on a clean stop, 1 when
-    the query failed."""
-    from pyspark.errors import PySparkException
-
+    the query failed and its restarts (`Restarts`) ran out."""
     from core.bus import ensure_topics
     from core.config import ConfigError
     from core.signing import signer
@@ -93,30 +92,34 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
         warm_up(spark)
         spark.streams.addListener(progress_listener(metrics, say, PRESCREEN))
         sink = BatchSink(config, metrics, say)
-        try:
-            query = build_query(spark, config, options, sink)
-        except PySparkException as exc:  # its text comes through the JVM: read it now
-            reason = spark_reason(exc).rstrip(".")
-            raise JobError(
-                f"the query could not start: {reason}. If that names the "
-                f"checkpoint {options.checkpoint}, move it away: a new checkpoint starts "
-                "from the cluster's latest snapshot"
-            ) from None
-        sink.gate.query = query
-        say(f"running: query {query.id}, checkpoint {options.checkpoint}, "
-            + ("available-now" if options.available_now
-               else f"trigger every {options.trigger_seconds:g} s"))
-        failed = await_query(query, stop)
-        if failed is DRIVER_GONE:
-            say("the Spark driver stopped with the signal; the checkpoint re-runs any "
-                "unfinished batch")
-            query = None
-            return 0
-        if failed is not None:
+        restarts = Restarts(config.stream.query_restarts)
+        while True:
+            query = _start(spark, config, options, sink)
+            started = time.monotonic()
+            say(f"running: query {query.id}, checkpoint {options.checkpoint}, "
+                + ("available-now" if options.available_now
+                   else f"trigger every {options.trigger_seconds:g} s"))
+            failed = await_query(query, stop)
+            if failed is DRIVER_GONE:
+                say("the Spark driver stopped with the signal; the checkpoint re-runs any "
+                    "unfinished batch")
+                query = None
+                return 0
+            if failed is None:
+                return 0
             # Said while the driver is up: the failure's text is read through the JVM.
-            say(f"the query failed: {spark_reason(failed)}")
-            return 1
-        return 0
+            reason = spark_reason(failed)
+            delay = None if stop.is_set() else restarts.next_delay(time.monotonic() - started)
+            if delay is None:
+                say(f"the query failed: {reason}" + (
+                    f" ({restarts.limit} restarts in a row did not help: see the Spark log "
+                    "above for the cause)" if restarts.limit and not stop.is_set() else ""))
+                return 1
+            metrics.query_restarts.inc()
+            say(f"the query failed: {reason}; it starts again from its checkpoint in "
+                f"{delay:g} s (restart {restarts.done} of {restarts.limit} in a row)")
+            if stop.wait(delay):
+                return 0
     finally:
         try:
             if query is not None and query.isActive:
@@ -142,6 +145,53 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         say("stopped")
+
+
+def _start(spark: Any, config: Config, options: JobOptions, sink: BatchSink) -> Any:
+    """Start the query; a start Spark refuses is a JobError that says what to do."""
+    from pyspark.errors import PySparkException
+
+    try:
+        query = build_query(spark, config, options, sink)
+    except PySparkException as exc:  # its text comes through the JVM: read it now
+        reason = spark_reason(exc).rstrip(".")
+        raise JobError(
+            f"the query could not start: {reason}. If that names the checkpoint "
+            f"{options.checkpoint}, move it away: a new checkpoint starts from the "
+            "cluster's latest snapshot"
+        ) from None
+    sink.gate.query = query
+    return query
+
+
+RESTART_FIRST_DELAY_S = 5.0
+RESTART_MAX_DELAY_S = 60.0
+RESTART_RESET_AFTER_S = 600.0  # a query that ran this long was healthy: count afresh
+
+
+@dataclasses.dataclass
+class Restarts:
+    """When a failed query starts again: at most ``limit`` restarts in a row, 5 s after
+    the failure and doubling up to a minute; a query that ran 10 minutes resets the count.
+
+    Why: the executors read the bus with the Kafka consumer's own timeouts, and Spark in
+    local mode retries no failed task, so a bus outage in mid-batch fails the query (a
+    fetch's "position could not be determined", or the sink's delivery timing out). Its
+    checkpoint has the offsets and the detector's state of the last committed batch: a
+    restart runs the failed batch again and proposes the same action ids. A restarted
+    query waits on the bus in its offset fetches (streams/query.py), minutes at a time."""
+
+    limit: int
+    done: int = 0
+
+    def next_delay(self, ran_seconds: float) -> float | None:
+        """Seconds to wait before the next start, or None: no more restarts."""
+        if ran_seconds >= RESTART_RESET_AFTER_S:
+            self.done = 0
+        if self.done >= self.limit:
+            return None
+        self.done += 1
+        return min(RESTART_MAX_DELAY_S, RESTART_FIRST_DELAY_S * 2 ** (self.done - 1))
 
 
 # What `await_query` answers when the driver went away under a stop signal.
@@ -180,8 +230,6 @@ def spark_reason(error: BaseException) -> str:
 def _own_checkpoint(config: Config, options: JobOptions, say: Say) -> JobOptions:
     """The checkpoint of this cluster and bus (keyed, or a named one that records them),
     and, when it is fresh, where its snapshot source starts (streams/starting.py)."""
-    import dataclasses
-
     from core.owner import claim_checkpoint, identify, keyed_checkpoint_root
     from streams.starting import is_fresh, snapshot_offsets
 

@@ -65,6 +65,9 @@ class StreamMetrics:
         self.notes = Counter("selfheal_stream_notes",
                              "Things the operator should read that are not actions",
                              registry=r)
+        self.query_restarts = Counter("selfheal_stream_query_restarts",
+                                      "Times the job started its failed query again from "
+                                      "the checkpoint (streams/job.py Restarts)", registry=r)
         self._server: Any = None
         self._pending: dict[int, BatchOutput] = {}
         self._lock = threading.Lock()

@@ -78,3 +78,22 @@ def test_any_other_error_without_a_signal_is_raised():
 ])
 def test_the_reason_is_spark_s_own_lines_without_the_jvm_trace(text, reason):
     assert spark_reason(PySparkException(message=text)) == reason
+
+
+def test_a_failed_query_starts_again_after_a_growing_wait_until_the_limit():
+    from streams.job import Restarts
+
+    restarts = Restarts(limit=5)
+    assert [restarts.next_delay(1.0) for _ in range(6)] == [5.0, 10.0, 20.0, 40.0, 60.0, None]
+    assert restarts.done == 5
+
+
+def test_a_query_that_ran_ten_minutes_counts_its_restarts_afresh():
+    from streams.job import RESTART_RESET_AFTER_S, Restarts
+
+    restarts = Restarts(limit=2)
+    assert restarts.next_delay(30.0) == 5.0
+    assert restarts.next_delay(30.0) == 10.0
+    assert restarts.next_delay(30.0) is None
+    assert restarts.next_delay(RESTART_RESET_AFTER_S) == 5.0  # healthy since: a new series
+    assert Restarts(limit=0).next_delay(RESTART_RESET_AFTER_S) is None  # 0: none at all
