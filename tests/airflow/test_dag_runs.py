@@ -259,10 +259,17 @@ class Member:
 
         from confluent_kafka import Consumer
 
+        self.rack = rack
+        self.errors: list[str] = []
         self.consumer = Consumer({"bootstrap.servers": state.bootstrap_servers,
                                   "group.id": group, "client.rack": rack,
                                   "partition.assignment.strategy": "range",
-                                  "session.timeout.ms": 10000})
+                                  "session.timeout.ms": 10000,
+                                  # The topic is seconds old: a broker that did not list it
+                                  # yet left the subscription without it until librdkafka's
+                                  # next metadata refresh, 5 minutes by default.
+                                  "topic.metadata.refresh.interval.ms": 2000,
+                                  "error_cb": lambda err: self.errors.append(str(err))})
         self.consumer.subscribe([topic])
         self.assigned: list[int] = []
         self.stopping = threading.Event()
@@ -271,7 +278,9 @@ class Member:
 
     def _run(self) -> None:
         while not self.stopping.is_set():
-            self.consumer.poll(0.2)
+            msg = self.consumer.poll(0.2)
+            if msg is not None and msg.error() is not None:
+                self.errors.append(str(msg.error()))
             self.assigned = sorted(tp.partition for tp in self.consumer.assignment())
         self.consumer.close()
 
@@ -292,8 +301,12 @@ def test_consumer_rebalance_plans_rack_aware_targets_for_an_opted_in_group(
     group = f"airflow-group-{uuid.uuid4().hex[:6]}"
     members = [Member(state, group, topic, rack) for rack in ("rack1", "rack2")]
     try:
-        wait_until(lambda: sorted(p for m in members for p in m.assigned) == list(range(6)),
-                   "the group consuming every partition", 60)
+        try:
+            wait_until(lambda: sorted(p for m in members for p in m.assigned)
+                       == list(range(6)), "the group consuming every partition", 60)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; by member: " + "; ".join(
+                f"{m.rack} {m.assigned} errors {m.errors[-3:]}" for m in members)) from None
         with bench(state, tmp_path) as b:
             run = run_dag("selfheal_consumer_rebalance", b, airflow_env, None,
                           conf={"groups": [group, "nobody-home"],
