@@ -8,7 +8,9 @@ import time
 
 import pytest
 
+from sandbox.processes import children_by_parent
 from tests.chaos.chaos_support import load, scenario, some_dir
+from tests.integration.test_clean_stops import _is_java, _wait_gone
 
 pytestmark = pytest.mark.chaos
 
@@ -53,8 +55,14 @@ def test_the_job_and_collectors_killed_right_after_a_fault_still_heal_it_once(
         try:
             start = s.fail(broker, path)
             time.sleep(1.0)  # the collectors scrape, the job is on a batch
+            job = s.loop.pieces["stream"].pid
+            jvms = [pid for pid in children_by_parent().get(job, []) if _is_java(pid)]
+            assert len(jvms) == 1, children_by_parent().get(job)  # the driver
             for name in PIECES:
                 assert s.loop.stop(name, sig=signal.SIGKILL)
+            # The driver JVM, in a session of its own (out of a service manager's group
+            # stop), follows its job even so: its gateway exits when its stdin closes.
+            _wait_gone(jvms[0])
             time.sleep(2.0)
             for name in PIECES:
                 s.loop.start(name)

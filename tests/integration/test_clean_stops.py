@@ -198,15 +198,7 @@ def test_a_fresh_job_reads_the_latest_snapshot_first_and_stops_clean_on_group_si
     _clean(again, code)
     assert "new checkpoint" not in again.text
     _wait_gone(jvms[0])
-
-    killed = Proc(["stream"], env)  # SIGKILLed: its JVM, in a session of its own, follows
-    try:
-        killed.wait_line(r"\[stream\] running:", 240)
-        jvms = [pid for pid in killed.children() if _is_java(pid)]
-        killed.stop_pid(signal.SIGKILL)
-    finally:
-        killed.kill()
-    _wait_gone(jvms[0])
+    # A job SIGKILLed: its JVM follows it (tests/chaos/test_kills.py).
 
 
 def test_a_query_spark_cannot_start_ends_the_job_with_exit_1_and_the_reason(
