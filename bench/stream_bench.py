@@ -120,7 +120,7 @@ class Job:
         self.spark = spark.session("selfheal-stream-bench",
                                    extra_conf=job.spark_conf(config, None))
         self.spark.sparkContext.setLogLevel("ERROR")
-        query.warm_up(self.spark)
+        query.warm_up(self.spark, query.validate_tasks(self.spark, config))
         self.progress: list[tuple[float, int, float]] = []  # (at, rows, seconds)
         progress = self.progress
 

@@ -37,6 +37,7 @@ from streams.query import (
     JobOptions,
     Say,
     build_query,
+    validate_tasks,
     warm_up,
 )
 from streams.sink import BatchSink
@@ -89,7 +90,7 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
         say(f"metrics on http://{config.stream.http_host}:{port}/metrics")
         spark = _session(config, options)
         spark.sparkContext.setLogLevel("ERROR")
-        warm_up(spark)
+        warm_up(spark, validate_tasks(spark, config))
         spark.streams.addListener(progress_listener(metrics, say, PRESCREEN))
         sink = BatchSink(config, metrics, say)
         restarts = Restarts(config.stream.query_restarts)

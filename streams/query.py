@@ -83,11 +83,21 @@ def _warm(frames: Any) -> Any:
     yield pd.DataFrame({"ready": [True]})
 
 
-def warm_up(spark: Any) -> None:
-    """Start the Python workers with GX loaded before the query does (the first batch
-    would otherwise take seconds more), and fail here, plainly, if the executors'
-    Python lacks what the job needs."""
-    tasks = max(1, spark.sparkContext.defaultParallelism)
+def validate_tasks(spark: Any, config: Config) -> int:
+    """Tasks that decode and validate a micro-batch (`[stream] validate_tasks`, 0: one
+    per core)."""
+    return max(1, config.stream.validate_tasks or spark.sparkContext.defaultParallelism)
+
+
+def warm_up(spark: Any, tasks: int) -> None:
+    """Start ``tasks`` Python workers with GX loaded before the query does (the first
+    batch would otherwise take seconds more), and fail here, plainly, if the executors'
+    Python lacks what the job needs.
+
+    As many as validate at once (`validate_tasks`), not one per core: the detector's
+    task runs in the next stage, on an idle worker, and loading GX costs each worker
+    ~5 s of CPU (scipy, altair, sqlalchemy come with it)."""
+    tasks = max(1, min(tasks, spark.sparkContext.defaultParallelism))
     try:
         spark.range(tasks, numPartitions=tasks).mapInPandas(_warm, "ready BOOLEAN").collect()
     except Exception as exc:
@@ -145,9 +155,8 @@ def build_query(spark: Any, config: Config, options: JobOptions,
         read("cluster-snapshots", stream.max_snapshots_per_trigger))
     # Not one validating task per topic partition: each GX run has a fixed cost, so
     # fewer, bigger frames are cheaper.
-    tasks = stream.validate_tasks or spark.sparkContext.defaultParallelism
     signals = (
-        source.coalesce(max(1, tasks))
+        source.coalesce(validate_tasks(spark, config))
         .mapInPandas(partial(to_signals, schemas=topics,
                              limits=FactLimits.from_config(config.detect),
                              # a manifest whose chunks are not in its batch
