@@ -31,6 +31,7 @@ from typing import Any
 from core.config import Config
 from streams.metrics import StreamMetrics, progress_listener
 from streams.query import (
+    INPUT_TOPICS,
     PRESCREEN,
     ROCKSDB,
     JobError,
@@ -118,8 +119,9 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
                 return 1
             metrics.query_restarts.inc()
             say(f"the query failed: {reason}; it starts again from its checkpoint in "
-                f"{delay:g} s (restart {restarts.done} of {restarts.limit} in a row)")
-            if stop.wait(delay):
+                f"{delay:g} s, once the bus answers (restart {restarts.done} of "
+                f"{restarts.limit} in a row)")
+            if stop.wait(delay) or not wait_for_bus(config, stop, say):
                 return 0
     finally:
         try:
@@ -193,6 +195,49 @@ class Restarts:
             return None
         self.done += 1
         return min(RESTART_MAX_DELAY_S, RESTART_FIRST_DELAY_S * 2 ** (self.done - 1))
+
+
+BUS_PROBE_TIMEOUT_S = 10.0
+BUS_WAIT_SAY_EVERY_S = 30.0
+
+
+def wait_for_bus(config: Config, stop: threading.Event, say: Say,
+                 probe: Any = None) -> bool:
+    """Wait until every partition of the job's input topics answers for its end offset,
+    as the failed batch's fetches need to when it runs again; however long the bus is
+    away (the collectors and serve wait for it too), saying so every 30 s. False when
+    ``stop`` came first. ``probe`` (topic -> None, or raises BusError) stands in for
+    the bus in unit tests."""
+    from core.bus import BusError
+
+    reader = None
+    if probe is None:
+        from core.bus import consumer, end_offsets
+
+        reader = consumer(config, "selfheal-stream-bus-probe")
+
+        def probe(topic: str) -> None:
+            end_offsets(reader, topic, BUS_PROBE_TIMEOUT_S)
+
+    topics = [config.topic(name) for name in INPUT_TOPICS]
+    said = -BUS_WAIT_SAY_EVERY_S
+    began = time.monotonic()
+    try:
+        while not stop.is_set():
+            try:
+                for topic in topics:
+                    probe(topic)
+                return True
+            except BusError as exc:
+                waited = time.monotonic() - began
+                if waited - said >= BUS_WAIT_SAY_EVERY_S:
+                    said = waited
+                    say(f"waiting for the bus ({waited:.0f} s so far): {exc}")
+            stop.wait(1.0)
+        return False
+    finally:
+        if reader is not None:
+            reader.close()
 
 
 # What `await_query` answers when the driver went away under a stop signal.

@@ -97,3 +97,42 @@ def test_a_query_that_ran_ten_minutes_counts_its_restarts_afresh():
     assert restarts.next_delay(30.0) is None
     assert restarts.next_delay(RESTART_RESET_AFTER_S) == 5.0  # healthy since: a new series
     assert Restarts(limit=0).next_delay(RESTART_RESET_AFTER_S) is None  # 0: none at all
+
+
+def test_a_restart_waits_for_the_bus_to_answer_for_every_input_topic():
+    from core.bus import BusError
+    from core.config import load
+    from streams.job import wait_for_bus
+
+    config = load(None, env={})
+    asked: list[str] = []
+    away = {"left": 3}
+
+    def probe(topic: str) -> None:
+        asked.append(topic)
+        if topic.endswith("logdir-events") and away["left"] > 0:
+            away["left"] -= 1
+            raise BusError(f"topic {topic} not readable on the bus after 10 s: "
+                           "Local: Broker transport failure")
+
+    said: list[str] = []
+    assert wait_for_bus(config, threading.Event(), said.append, probe) is True
+    assert away["left"] == 0  # asked until it answered
+    assert asked[-3:] == [config.topic(t) for t in ("broker-metrics", "logdir-events",
+                                                     "cluster-snapshots")]
+    assert len(said) == 1 and said[0].startswith("waiting for the bus (0 s so far): ")
+    assert "Broker transport failure" in said[0]
+
+
+def test_a_stop_while_the_bus_is_away_ends_the_wait():
+    from core.bus import BusError
+    from core.config import load
+    from streams.job import wait_for_bus
+
+    stop = threading.Event()
+
+    def probe(topic: str) -> None:
+        stop.set()  # SIGTERM while the bus is away
+        raise BusError(f"{topic}: away")
+
+    assert wait_for_bus(load(None, env={}), stop, lambda _: None, probe) is False
