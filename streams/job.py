@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import signal
 import sys
 import threading
@@ -265,10 +266,23 @@ def await_query(query: Any, stop: threading.Event) -> BaseException | None:
         raise
 
 
+_PYTHON_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Deferred)): (.+)$")
+
+
 def spark_reason(error: BaseException) -> str:
     """A Spark failure's own lines, without the JVM stack trace pyspark appends (Spark
-    logs the whole trace itself): at most three, joined by " | "."""
+    logs the whole trace itself): at most three, joined by " | ". A failure of the batch
+    body carries its Python traceback; then the reason is what the body raised."""
     text = str(error).split("JVM stacktrace:", 1)[0]
+    if "Traceback (most recent call last):" in text:
+        raised = [m for line in text.splitlines() if (m := _PYTHON_ERROR.match(line))]
+        if raised:
+            kind, message = raised[-1].groups()
+            reason = f"the batch body raised {kind.rsplit('.', 1)[-1]}: {message.strip()}"
+            causes = [line.strip() for line in text.splitlines()
+                      if line.strip().startswith("Caused by: ")]
+            # A Spark job the body ran (its collect) failed: the JVM's root cause says why
+            return f"{reason} ({causes[-1]})" if causes else reason
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return " | ".join(lines[:3]) or type(error).__name__
 

@@ -75,6 +75,32 @@ def test_any_other_error_without_a_signal_is_raised():
     ("[X] one.\nwhy two\n\nthree\nfour", "[X] one. | why two | three"),
     ("[X] the cause\n\nJVM stacktrace:\norg.apache.Foo\n\tat Bar", "[X] the cause"),
     ("", "PySparkException"),
+    # The batch body's own failure, through Py4J (its traceback as run J's job logged it)
+    ("[STREAM_FAILED] Query [id = 85b2] terminated with exception: "
+     "[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function "
+     "in foreach batch sink. Reason: An exception was raised by the Python Proxy. Return "
+     "Message: Traceback (most recent call last):\n"
+     '  File "/x/py4j/clientserver.py", line 644, in _call_proxy\n'
+     "    return_value = getattr(self.pool[obj_id], method)(*params)\n"
+     "py4j.protocol.Py4JJavaError: An error occurred while calling o1.collect.\n"
+     "  File \"/x/streams/sink.py\", line 89, in _write\n"
+     "RuntimeError: batch 14: 1 record(s) not delivered to the bus (st.actions: "
+     "Broker: Unknown topic or partition)\n\nJVM stacktrace:\norg.apache.Foo",
+     "the batch body raised RuntimeError: batch 14: 1 record(s) not delivered to the bus "
+     "(st.actions: Broker: Unknown topic or partition)"),
+    # A Spark job the body ran failed (run J: an executor's fetch during a bus outage)
+    ("[STREAM_FAILED] Query [id = 85b2] terminated with exception: ... Return Message: "
+     "Traceback (most recent call last):\n"
+     '  File "/x/streams/sink.py", line 50, in _write\n'
+     "py4j.protocol.Py4JJavaError: An error occurred while calling o9.collectToPython.\n"
+     ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 failed\n"
+     "\tat org.apache.spark.Foo(Foo.scala:1)\n"
+     "Caused by: org.apache.kafka.common.errors.TimeoutException: Timeout of 15000ms "
+     "expired before the position for partition c.broker-metrics-3 could be determined\n",
+     "the batch body raised Py4JJavaError: An error occurred while calling "
+     "o9.collectToPython. (Caused by: org.apache.kafka.common.errors.TimeoutException: "
+     "Timeout of 15000ms expired before the position for partition c.broker-metrics-3 "
+     "could be determined)"),
 ])
 def test_the_reason_is_spark_s_own_lines_without_the_jvm_trace(text, reason):
     assert spark_reason(PySparkException(message=text)) == reason
