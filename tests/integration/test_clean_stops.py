@@ -159,7 +159,7 @@ def test_a_fresh_job_reads_the_latest_snapshot_first_and_stops_clean_on_group_si
     # record, and find the chunks before it on the bus.
     once = subprocess.run([*SELFHEAL, "collect", "snapshots", "--once", "--metrics-port",
                            "0"], capture_output=True, text=True, timeout=120,
-                          env={**env, "SELFHEAL_COLLECT_SNAPSHOT_CHUNK_BYTES": "8192"})
+                          env={**env, "SELFHEAL_COLLECT_SNAPSHOT_CHUNK_BYTES": "4096"})
     assert once.returncode == 0, once.stderr
     chunks = int(re.search(r"bytes in (\d+) chunks", once.stderr).group(1))
     assert chunks > 1, once.stderr
