@@ -182,8 +182,8 @@ class Restarts:
     local mode retries no failed task, so a bus outage in mid-batch fails the query (a
     fetch's "position could not be determined", or the sink's delivery timing out). Its
     checkpoint has the offsets and the detector's state of the last committed batch: a
-    restart runs the failed batch again and proposes the same action ids. A restarted
-    query waits on the bus in its offset fetches (streams/query.py), minutes at a time."""
+    restart runs the failed batch again and proposes the same action ids. The job waits
+    for the bus before each restart (`wait_for_bus`), so an outage uses up no restarts."""
 
     limit: int
     done: int = 0
