@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import secrets
 import signal
 import sys
@@ -19,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sandbox import processes
+from sandbox import jvm, processes
 from sandbox.state import SandboxState
 
 # name -> the `selfheal` sub-command that runs it
@@ -132,7 +133,8 @@ class Loop:
         piece = self.pieces[name]
         if piece.running():
             return piece
-        piece.pid = processes.spawn(piece.argv, piece.log, self.work_dir)
+        piece.pid = processes.spawn(piece.argv, piece.log, self.work_dir,
+                                    env=jvm.small_machine_env(os.environ))
         return piece
 
     def stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = 60.0) -> bool:

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 _GIVEN: set[int] = set()
@@ -39,13 +40,16 @@ def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
         return False
 
 
-def spawn(cmd: list[str], log_file: Path, cwd: Path) -> int:
-    """Start ``cmd`` detached in its own session, output to ``log_file``; return its PID."""
+def spawn(cmd: list[str], log_file: Path, cwd: Path,
+          env: Mapping[str, str] | None = None) -> int:
+    """Start ``cmd`` detached in its own session, output to ``log_file``; return its PID.
+    ``env``: its environment (default: ours)."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "ab") as out:
         proc = subprocess.Popen(
             cmd,
             cwd=cwd,
+            env=None if env is None else dict(env),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -49,6 +49,10 @@ def connector_conf() -> dict[str, str]:
 
 
 EXECUTOR_MEMORY_ENV = "SELFHEAL_SPARK_EXECUTOR_MEMORY"
+# Extra JVM options of the driver (in local mode also the executor), e.g.
+# "-XX:TieredStopAtLevel=1" on a small shared machine: without the C2 compiler a job
+# that ran 40 s used 35% less CPU (the sandbox and the tests set it; docs/architecture.md).
+DRIVER_JAVA_OPTIONS_ENV = "SELFHEAL_SPARK_DRIVER_JAVA_OPTIONS"
 EXECUTOR_CORES_ENV = "SELFHEAL_SPARK_CORES_MAX"
 DRIVER_HOST_ENV = "SELFHEAL_SPARK_DRIVER_HOST"
 
@@ -65,6 +69,12 @@ def executor_conf(master: str) -> dict[str, str]:
         "spark.executor.cores": "1",
         "spark.cores.max": os.environ.get(EXECUTOR_CORES_ENV, "2"),
     }
+
+
+def driver_java_options() -> dict[str, str]:
+    """``spark.driver.extraJavaOptions`` from ``$SELFHEAL_SPARK_DRIVER_JAVA_OPTIONS``."""
+    options = os.environ.get(DRIVER_JAVA_OPTIONS_ENV, "").strip()
+    return {"spark.driver.extraJavaOptions": options} if options else {}
 
 
 def session(app_name: str = "kafka-selfheal", master: str | None = None,
@@ -92,6 +102,7 @@ def session(app_name: str = "kafka-selfheal", master: str | None = None,
         "spark.sql.shuffle.partitions": "2",
         "spark.sql.session.timeZone": "UTC",
         **executor_conf(master),
+        **driver_java_options(),
         **connector_conf(),
         **(extra_conf or {}),
     }

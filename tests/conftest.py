@@ -16,10 +16,14 @@ import pytest
 
 from sandbox import cluster
 from sandbox.defaults import install as install_sandbox_defaults
+from sandbox.jvm import small_machine_env
 from sandbox.state import SandboxState
 
 # Tests run the product on the sandbox as the root CLI does: its defaults plugged in.
 install_sandbox_defaults()
+# Every Spark driver the tests start, in this process or a child, with the sandbox's JVM
+# options for a small machine (sandbox/jvm.py).
+os.environ.update(small_machine_env(os.environ))
 
 # pytest-xdist's workers run from a __main__ with neither a spec nor a file, which
 # pyspark.sql.connect (Great Expectations imports it) takes for a doctest run and exits

@@ -192,6 +192,9 @@ def test_a_fresh_job_reads_the_latest_snapshot_first_and_stops_clean_on_group_si
         jvms = [pid for pid in again.children() if _is_java(pid)]
         assert len(jvms) == 1, again.children()
         assert os.getpgid(jvms[0]) != os.getpgid(again.proc.pid)  # out of the group's way
+        # with the JVM options $SELFHEAL_SPARK_DRIVER_JAVA_OPTIONS names (tests/conftest.py)
+        argv = Path(f"/proc/{jvms[0]}/cmdline").read_bytes().split(b"\0")
+        assert b"-XX:TieredStopAtLevel=1" in argv, argv
         code = again.stop_pid()  # SIGTERM to the one process works as well
     finally:
         again.kill()

@@ -68,3 +68,12 @@ def test_a_checkpoint_uri_is_refused_with_what_to_give_instead():
     assert done.returncode == 2
     assert "is a URI; the checkpoint must be a directory path" in done.stderr
     assert "shared storage" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_driver_jvm_takes_extra_options_from_the_environment(monkeypatch):
+    from streams.spark import DRIVER_JAVA_OPTIONS_ENV, driver_java_options
+
+    monkeypatch.setenv(DRIVER_JAVA_OPTIONS_ENV, " -XX:TieredStopAtLevel=1 ")
+    assert driver_java_options() == {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
+    monkeypatch.setenv(DRIVER_JAVA_OPTIONS_ENV, "")
+    assert driver_java_options() == {}
