@@ -14,7 +14,10 @@ selfheal.dead-letter with the reason), detect offline log dirs, skewed disks and
 unbalanced leaders, and propose actions on selfheal.actions. One line per micro-batch
 (rows, actions, dead letters, duration); Prometheus metrics on http_host:metrics_http_port
 of [stream]. The checkpoint keeps Kafka offsets and the detector's state, so a restart
-proposes nothing twice. Settings: [stream] and [detect] in the config file.
+proposes nothing twice. A query that fails while running (a bus outage in mid-batch)
+starts again from the checkpoint once the bus answers, up to [stream] query_restarts
+times in a row. Exit 0 on SIGTERM or Ctrl-C; 1 when the query cannot start or keeps
+failing (the last line says why). Settings: [stream] and [detect] in the config file.
 """
 
 # What Spark takes as a master; anything else it refuses with a Java trace.
