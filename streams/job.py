@@ -274,16 +274,15 @@ def spark_reason(error: BaseException) -> str:
     logs the whole trace itself): at most three, joined by " | ". A failure of the batch
     body carries its Python traceback; then the reason is what the body raised."""
     text = str(error).split("JVM stacktrace:", 1)[0]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     if "Traceback (most recent call last):" in text:
-        raised = [m for line in text.splitlines() if (m := _PYTHON_ERROR.match(line))]
+        raised = [m for line in lines if (m := _PYTHON_ERROR.match(line))]
         if raised:
             kind, message = raised[-1].groups()
             reason = f"the batch body raised {kind.rsplit('.', 1)[-1]}: {message.strip()}"
-            causes = [line.strip() for line in text.splitlines()
-                      if line.strip().startswith("Caused by: ")]
+            causes = [line for line in lines if line.startswith("Caused by: ")]
             # A Spark job the body ran (its collect) failed: the JVM's root cause says why
             return f"{reason} ({causes[-1]})" if causes else reason
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return " | ".join(lines[:3]) or type(error).__name__
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from sandbox.processes import children_by_parent
 from tests.chaos.chaos_support import load, scenario, some_dir
-from tests.integration.test_clean_stops import _is_java, _wait_gone
+from tests.integration.test_clean_stops import _wait_gone, java_children
 
 pytestmark = pytest.mark.chaos
 
@@ -56,7 +56,7 @@ def test_the_job_and_collectors_killed_right_after_a_fault_still_heal_it_once(
             start = s.fail(broker, path)
             time.sleep(1.0)  # the collectors scrape, the job is on a batch
             job = s.loop.pieces["stream"].pid
-            jvms = [pid for pid in children_by_parent().get(job, []) if _is_java(pid)]
+            jvms = java_children(job)
             assert len(jvms) == 1, children_by_parent().get(job)  # the driver
             for name in PIECES:
                 assert s.loop.stop(name, sig=signal.SIGKILL)

@@ -189,7 +189,7 @@ def test_a_fresh_job_reads_the_latest_snapshot_first_and_stops_clean_on_group_si
     again = Proc(["stream"], env)  # resumes: the checkpoint says where
     try:
         again.wait_line(r"\[stream\] running:", 240)
-        jvms = [pid for pid in again.children() if _is_java(pid)]
+        jvms = java_children(again.proc.pid)
         assert len(jvms) == 1, again.children()
         assert os.getpgid(jvms[0]) != os.getpgid(again.proc.pid)  # out of the group's way
         # with the JVM options $SELFHEAL_SPARK_DRIVER_JAVA_OPTIONS names (tests/conftest.py)
@@ -224,6 +224,11 @@ def test_a_query_spark_cannot_start_ends_the_job_with_exit_1_and_the_reason(
     assert last.startswith("selfheal stream: the query could not start: "), result.stderr
     assert "STREAMING_CHECKPOINT_MISSING_METADATA_FILE" in last, last
     assert f"If that names the checkpoint {checkpoint}, move it away" in last
+
+
+def java_children(pid: int) -> list[int]:
+    """The JVMs whose parent is ``pid``: a job's Spark driver."""
+    return [child for child in children_by_parent().get(pid, []) if _is_java(child)]
 
 
 def _is_java(pid: int) -> bool:
