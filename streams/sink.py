@@ -82,15 +82,17 @@ class BatchSink:
                 output.actions[action.type] += 1
                 self.say(f"action {describe(action)}")
         left = self.producer.flush(30.0)
+        failures = list(errors)  # what the bus said, not the purge's own reports below
         if left:
             # Not sent yet: dropped here, so that the batch's second run (Spark's, or
             # the job's restart of the query) is the only one to deliver them; kept,
             # they would go out later beside it, the same action id twice on the bus.
             self.producer.purge(in_queue=True, in_flight=False)
             self.producer.poll(0)
-        if errors or left:
-            raise RuntimeError(f"batch {batch_id}: {len(errors) + left} record(s) not "
-                               f"delivered to the bus ({'; '.join(errors[:3]) or 'timeout'})")
+        if failures or left:
+            why = "; ".join(failures[:3]) or "not acknowledged within 30 s"
+            raise RuntimeError(f"batch {batch_id}: {len(failures) + left} record(s) not "
+                               f"delivered to the bus ({why})")
         self.metrics.batch_written(batch_id, output)
 
     def close(self) -> None:
