@@ -50,8 +50,11 @@ def _producer(state: SandboxState) -> Any:
     })
 
 
-def produce(state: SandboxState, topic: str, count: int, prefix: str | None = None) -> list[str]:
-    """Produce ``count`` distinct messages; returns the values the cluster acknowledged."""
+def produce(state: SandboxState, topic: str, count: int, prefix: str | None = None,
+            partition: int | None = None) -> list[str]:
+    """Produce ``count`` distinct messages, to ``partition`` when given (else where the
+    client's partitioner puts them: keyless, often all in one); returns the values the
+    cluster acknowledged."""
     prefix = prefix or uuid.uuid4().hex[:8]
     acked: list[str] = []
 
@@ -63,7 +66,8 @@ def produce(state: SandboxState, topic: str, count: int, prefix: str | None = No
     for i in range(count):
         while True:
             try:
-                producer.produce(topic, f"{prefix}-{i}".encode(), on_delivery=on_delivery)
+                producer.produce(topic, f"{prefix}-{i}".encode(), on_delivery=on_delivery,
+                                 **({} if partition is None else {"partition": partition}))
                 break
             except BufferError:
                 producer.poll(0.1)
