@@ -1,7 +1,9 @@
 """An action's throttles: set once, what they replaced saved in its journal first, and
 restored exactly, also by another executor after a crash (the journal says what is left).
-A broker applies a dynamic config moments after the alter returns, and a move submitted
-in between runs unthrottled, so `set` waits until each broker reports its value."""
+A broker applies a dynamic config moments after the alter returns: a move submitted in
+between runs unthrottled, and an action ended right after its restore leaves the throttle
+on for a while (a full test run saw a cancelled action's broker still throttled), so
+both `apply` and `restore` wait until each broker reports the value it was given."""
 
 from __future__ import annotations
 
@@ -62,8 +64,10 @@ class Throttles:
         return ", ".join(sorted(brokers))
 
     def restore(self, action_id: str) -> None:
-        """Put back every config this action's throttles replaced (once)."""
+        """Put back every config this action's throttles replaced (once), and wait until
+        each broker reports what was put back."""
         known = dict(self._journal(action_id).get("throttles", {}))
+        put_back: throttle.Configs = {}
         for kind, entry in known.items():
             if entry.get("restored"):
                 continue
@@ -72,3 +76,11 @@ class Throttles:
             self.store.update_journal(action_id, throttles=known)
             restored = throttle.describe(entry["saved"])
             self.store.note(action_id, ACTOR, f"throttle removed, configs restored: {restored}")
+            for res, keys in entry["saved"].items():
+                put_back.setdefault(res, {}).update(keys)
+        if not put_back:
+            return
+        late = self._await_brokers(put_back, {k for keys in put_back.values() for k in keys})
+        if late:
+            self.store.note(action_id, ACTOR, f"restored configs not yet applied by {late} "
+                            f"after {THROTTLE_VISIBLE_SECONDS:.0f} s; going on")

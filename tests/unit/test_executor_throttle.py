@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from unittest.mock import patch
+
+from remediation.executor.actions import parse_action
+from remediation.executor.store import ActionStore
 from remediation.executor.throttle import (
     DIR_RATE,
     FOLLOWER_RATE,
@@ -15,6 +20,8 @@ from remediation.executor.throttle import (
     merged,
     saved_values,
 )
+from remediation.executor.throttling import Throttles
+from tests.unit.action_records import fix_offline
 from tests.unit.test_executor_checks import BROKEN, cluster, fix, leaders, partition
 
 
@@ -52,3 +59,57 @@ def test_only_changed_keys_are_sent_and_the_found_values_are_saved() -> None:
     assert saved_values(wanted, found) == {"broker:1": {LEADER_RATE: "10", FOLLOWER_RATE: None}}
     assert describe(saved_values(wanted, found)) == (
         f"broker:1 {FOLLOWER_RATE}=(unset), {LEADER_RATE}=10")
+
+
+class _LateBrokers:
+    """A cluster whose brokers report an altered config only `lag` describes after the
+    alter (as a ZooKeeper-mode broker applies a dynamic config when its change
+    notification arrives): the delay the sandbox cannot produce on demand."""
+
+    def __init__(self, lag: int) -> None:
+        self.lag = lag
+        self.applied: dict[str, dict[str, str | None]] = {}
+        self.pending: list[tuple[int, dict[str, dict[str, str | None]]]] = []
+        self.describes = 0
+
+    def configs(self, resources, keys):  # type: ignore[no-untyped-def]
+        self.describes += 1
+        for _, change in [p for p in self.pending if p[0] <= self.describes]:
+            for res, values in change.items():
+                self.applied.setdefault(res, {}).update(values)
+        self.pending = [p for p in self.pending if p[0] > self.describes]
+        return {r: {k: self.applied.get(r, {}).get(k) for k in keys} for r in resources}
+
+    def alter_configs(self, configs) -> None:  # type: ignore[no-untyped-def]
+        self.pending.append((self.describes + self.lag, configs))
+
+
+def test_a_restore_returns_once_every_broker_reports_it_and_says_when_one_is_late(
+        tmp_path: Path) -> None:
+    store = ActionStore(tmp_path / "actions.db")
+    action = parse_action(fix_offline())
+    store.propose(action)
+    cluster = _LateBrokers(lag=3)
+    throttles = Throttles(store, cluster)  # type: ignore[arg-type]
+    wanted = intra_broker({("t", 0, 1): "/d1", ("t", 1, 2): "/d2"}, 1000)
+    throttles.apply(action.action_id, "intra", wanted)
+    assert cluster.applied == wanted  # apply waited for both brokers
+    throttles.restore(action.action_id)
+    # Back to unset on both brokers by the time restore returns: nothing left behind.
+    assert cluster.configs(["broker:1", "broker:2"], [DIR_RATE]) == {
+        "broker:1": {DIR_RATE: None}, "broker:2": {DIR_RATE: None}}
+    reasons = [e.reason for e in store.audit(action.action_id)]
+    assert not any("not yet applied" in r for r in reasons), reasons
+
+    # A broker that never applies the restore within the wait is named, not waited on forever.
+    other = ActionStore(tmp_path / "other.db")
+    other.propose(action)
+    stuck = _LateBrokers(lag=1)
+    late = Throttles(other, stuck)  # type: ignore[arg-type]
+    late.apply(action.action_id, "intra", wanted)
+    stuck.lag = 10**9
+    with patch("remediation.executor.throttling.THROTTLE_VISIBLE_SECONDS", 0.3):
+        late.restore(action.action_id)
+    reasons = [e.reason for e in other.audit(action.action_id)]
+    assert reasons[-1] == ("restored configs not yet applied by broker:1, broker:2 "
+                           "after 0 s; going on"), reasons
