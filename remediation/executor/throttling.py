@@ -44,15 +44,14 @@ class Throttles:
         self.store.update_journal(action_id, throttles=known)
         self.cluster.alter_configs(throttle.changes(target, found))
         self.store.note(action_id, ACTOR, f"throttle set: {throttle.describe(target)}")
-        late = self._await_brokers(target, keys)
-        if late:
-            self.store.note(action_id, ACTOR, f"throttle not yet applied by {late} after "
-                            f"{THROTTLE_VISIBLE_SECONDS:.0f} s; going on")
+        self._await_brokers(action_id, target, "throttle")
 
-    def _await_brokers(self, target: throttle.Configs, keys: set[str]) -> str:
+    def _await_brokers(self, action_id: str, target: throttle.Configs, what: str) -> None:
         """Wait until each broker reports the values it was given (DescribeConfigs of a
-        broker is answered by that broker); the ones that do not, named, after the wait."""
+        broker is answered by that broker); the ones that do not are named in the audit
+        after the wait, and the action goes on."""
         brokers = {r: v for r, v in target.items() if throttle.split(r)[0] == "broker"}
+        keys = {k for values in brokers.values() for k in values}
         deadline = time.monotonic() + THROTTLE_VISIBLE_SECONDS
         while brokers:
             found = self.cluster.configs(brokers, keys)
@@ -61,7 +60,10 @@ class Throttles:
             if not brokers or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-        return ", ".join(sorted(brokers))
+        if brokers:
+            self.store.note(action_id, ACTOR, f"{what} not yet applied by "
+                            f"{', '.join(sorted(brokers))} after "
+                            f"{THROTTLE_VISIBLE_SECONDS:.0f} s; going on")
 
     def restore(self, action_id: str) -> None:
         """Put back every config this action's throttles replaced (once), and wait until
@@ -78,9 +80,5 @@ class Throttles:
             self.store.note(action_id, ACTOR, f"throttle removed, configs restored: {restored}")
             for res, keys in entry["saved"].items():
                 put_back.setdefault(res, {}).update(keys)
-        if not put_back:
-            return
-        late = self._await_brokers(put_back, {k for keys in put_back.values() for k in keys})
-        if late:
-            self.store.note(action_id, ACTOR, f"restored configs not yet applied by {late} "
-                            f"after {THROTTLE_VISIBLE_SECONDS:.0f} s; going on")
+        if put_back:
+            self._await_brokers(action_id, put_back, "restored configs")
