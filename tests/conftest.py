@@ -48,6 +48,11 @@ def _bring_up(work_dir: Path, **kwargs) -> SandboxState:
 ONE_WORKER = "chaos"
 _ONE_WORKER_SUITES = ("chaos",)
 _ORDER = ("chaos", "e2e", "airflow", "integration", "dashboards", "unit")
+# The tests on a sandbox of their own (KRaft; Airflow's two racks) run together on one
+# worker, which brings it up for the first and takes it down after the last (`_OnDemand`
+# below): idle, a sandbox's four JVMs took ~0.09 of a core to the end of the run.
+KRAFT = "kraft"  # tests on the KRaft sandbox: in a test_*_kraft.py module or test_kraft_*
+_OWN_SANDBOX = {"kraft_sandbox": KRAFT, "rack_sandbox": "airflow"}
 
 
 def _suite(nodeid: str) -> str:
@@ -56,16 +61,42 @@ def _suite(nodeid: str) -> str:
 
 
 def scope_of(nodeid: str) -> str:
-    """The unit one worker runs: the chaos suite together, else the module."""
-    return ONE_WORKER if _suite(nodeid) in _ONE_WORKER_SUITES else nodeid.split("::")[0]
+    """The unit one worker runs: the chaos suite together, the KRaft tests together, the
+    Airflow suite together, else the module."""
+    suite = _suite(nodeid)
+    if suite in _ONE_WORKER_SUITES:
+        return ONE_WORKER
+    module, _, name = nodeid.partition("::")
+    if suite != "unit" and (module.endswith(f"_{KRAFT}.py")
+                            or name.startswith(f"test_{KRAFT}_")):
+        return KRAFT
+    if suite == "airflow":
+        return suite
+    return module
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
+    def rank(item: pytest.Item) -> tuple[int, bool]:
         suite = _suite(item.nodeid)
-        return _ORDER.index(suite) if suite in _ORDER else len(_ORDER)
+        # in a suite, the tests on a sandbox of their own first: they run in one row
+        own = any(name in getattr(item, "fixturenames", ()) for name in _OWN_SANDBOX)
+        return (_ORDER.index(suite) if suite in _ORDER else len(_ORDER)), not own
 
     items.sort(key=rank)  # stable: modules and tests keep their own order
+    misplaced = []
+    for item in items:
+        for name, scope in _OWN_SANDBOX.items():
+            uses = name in getattr(item, "fixturenames", ())
+            together = scope_of(item.nodeid) == scope
+            if uses and not together:
+                misplaced.append(f"{item.nodeid} uses {name}: name it so scope_of gives "
+                                 f"{scope!r}")
+            elif together and not uses and scope == KRAFT:
+                misplaced.append(f"{item.nodeid} is named as a KRaft test but does not use "
+                                 f"{name}: rename it")
+    if misplaced:
+        raise pytest.UsageError("tests on a sandbox of their own must run together "
+                                "(tests/conftest.py):\n" + "\n".join(misplaced))
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
@@ -112,14 +143,58 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxState]:
         cluster.down(state.reload())
 
 
-@pytest.fixture(scope="session")
-def kraft_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxState]:
+class _OnDemand:
+    """A sandbox brought up for the first test that asks for it and taken down by PID
+    after the last of the tests that follow it using it (the scheduler keeps them
+    together: `scope_of`), or at the end of the session, whichever comes first."""
+
+    def __init__(self, name: str, folder: str, **kwargs: object) -> None:
+        self.name, self.folder, self.kwargs = name, folder, kwargs
+        self.state: SandboxState | None = None
+
+    def get(self, tmp_path_factory: pytest.TempPathFactory) -> SandboxState:
+        if self.state is None:
+            self.state = _bring_up(tmp_path_factory.mktemp(self.folder), **self.kwargs)
+        return self.state
+
+    def down(self) -> None:
+        state, self.state = self.state, None
+        if state is not None:
+            print(f"[sandbox] {self.name}: taking it down, its last test ran", file=sys.stderr)
+            cluster.down(state.reload())
+
+
+ON_DEMAND = {
+    "kraft_sandbox": _OnDemand("kraft_sandbox", "sandbox-kraft", mode="kraft"),
+    # 3 brokers over 2 racks (brokers 0 and 2 share rack1): a partition can violate KIP-36
+    # rack diversity, and leaders be uneven by rack while even by broker.
+    "rack_sandbox": _OnDemand("rack_sandbox", "sandbox-airflow", racks=2),
+}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    for name, shared in ON_DEMAND.items():
+        if shared.state is not None and (
+                nextitem is None or name not in getattr(nextitem, "fixturenames", ())):
+            shared.down()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    for shared in ON_DEMAND.values():
+        shared.down()
+
+
+@pytest.fixture
+def kraft_sandbox(tmp_path_factory: pytest.TempPathFactory) -> SandboxState:
     """The same layout in KRaft mode (KIP-858 JBOD), only for the tests that ask for it."""
-    state = _bring_up(tmp_path_factory.mktemp("sandbox-kraft"), mode="kraft")
-    try:
-        yield state
-    finally:
-        cluster.down(state.reload())
+    return ON_DEMAND["kraft_sandbox"].get(tmp_path_factory)
+
+
+@pytest.fixture
+def rack_sandbox(tmp_path_factory: pytest.TempPathFactory) -> SandboxState:
+    """ZooKeeper + 3 brokers x 2 log dirs over 2 racks, for the Airflow tests."""
+    return ON_DEMAND["rack_sandbox"].get(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

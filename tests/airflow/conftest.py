@@ -3,7 +3,8 @@ metadata database, and `dag.test()` run in a subprocess against a real serve.
 
 The sandbox here has 3 brokers over 2 racks (brokers 0 and 2 share rack1), so a
 partition can violate KIP-36 rack diversity and leaders can be uneven by rack while even
-by broker. It comes up once per session and goes down by PID.
+by broker. It comes up for the first test that uses it and goes down by PID after
+the last (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -12,31 +13,17 @@ import json
 import secrets
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sandbox import cluster
 from sandbox.airflow import DAGS_FOLDER, environment, prepare
-from sandbox.state import SandboxState
 from tests.integration.serve_harness import Bench
 
 REPO = Path(__file__).resolve().parents[2]
 RESULT = "@@RESULT@@"
-
-
-@pytest.fixture(scope="session")
-def rack_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxState]:
-    """ZooKeeper + 3 brokers x 2 log dirs over 2 racks."""
-    state = cluster.up(tmp_path_factory.mktemp("sandbox-airflow"), racks=2,
-                       progress=lambda m: print(f"[sandbox] {m}", file=sys.stderr))
-    try:
-        yield state
-    finally:
-        cluster.down(state.reload())
 
 
 @pytest.fixture(scope="session")

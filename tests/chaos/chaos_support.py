@@ -191,7 +191,7 @@ def running_loop(state: SandboxState, work: Path, policy: str = POLICY,
     prefix = f"chaos{uuid.uuid4().hex[:6]}."
     sections: dict[str, dict[str, Any]] = {
         "bus": {"topic_prefix": prefix},
-        "collect": {"scrape_interval_seconds": 2.0, "snapshot_interval_seconds": 5.0},
+        "collect": {"snapshot_interval_seconds": 5.0},
         "detect": {"leader_window_seconds": 86400.0, "disk_skew_min_bytes": 1 << 40},
     }
     for section, values in (overrides or {}).items():

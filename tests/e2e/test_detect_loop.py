@@ -48,7 +48,7 @@ def detect(sandbox, tmp_path_factory):
         names=("collect-metrics", "collect-zk", "collect-snapshots", "stream"),
         overrides={
             "bus": {"topic_prefix": prefix},
-            "collect": {"scrape_interval_seconds": 2.0, "snapshot_interval_seconds": 5.0},
+            "collect": {"snapshot_interval_seconds": 5.0},
             "detect": {"disk_skew_threshold": SKEW_THRESHOLD, "skew_window_seconds": 8.0,
                        "disk_skew_min_bytes": MIN_SKEW_BYTES,
                        # Leader balance is not what these tests are about.

@@ -149,7 +149,7 @@ def test_heal_disk_brings_the_dir_back_online(sandbox):
         heal_if_failed(sandbox, broker_id, path)
 
 
-def test_log_dir_failure_in_kraft_mode_shows_as_kafka_storage_error(kraft_sandbox):
+def test_kraft_log_dir_failure_shows_as_kafka_storage_error(kraft_sandbox):
     state = kraft_sandbox
     traffic.create_topic(state, "kraft-jbod", partitions=6, replication_factor=3)
     victim = traffic.leader_of(state, "kraft-jbod", 0)

@@ -59,7 +59,7 @@ def test_a_failed_dir_is_fixed_by_the_job_running_on_a_standalone_cluster(
             names=("collect-metrics", "collect-zk", "collect-snapshots", "stream"),
             overrides={
                 "bus": {"topic_prefix": prefix},
-                "collect": {"scrape_interval_seconds": 2.0, "snapshot_interval_seconds": 5.0},
+                "collect": {"snapshot_interval_seconds": 5.0},
                 # The executor's first batch takes about a minute here (its Python workers
                 # start and import GX on a loaded 2-core machine): a dozen snapshots pile
                 # up, and at the default 4 a batch the job trailed the snapshot stream for
