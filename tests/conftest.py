@@ -52,7 +52,35 @@ _ORDER = ("chaos", "e2e", "airflow", "integration", "dashboards", "unit")
 # worker, which brings it up for the first and takes it down after the last (`_OnDemand`
 # below): idle, a sandbox's four JVMs took ~0.09 of a core to the end of the run.
 KRAFT = "kraft"  # tests on the KRaft sandbox: in a test_*_kraft.py module or test_kraft_*
-_OWN_SANDBOX = {"kraft_sandbox": KRAFT, "rack_sandbox": "airflow"}
+
+
+class _OnDemand:
+    """A sandbox brought up for the first test that asks for it and taken down by PID
+    after the last of the tests that follow it using it (the scheduler keeps them
+    together: `scope_of`), or at the end of the session, whichever comes first."""
+
+    def __init__(self, name: str, scope: str, folder: str, **kwargs: object) -> None:
+        self.name, self.scope, self.folder, self.kwargs = name, scope, folder, kwargs
+        self.state: SandboxState | None = None
+
+    def get(self, tmp_path_factory: pytest.TempPathFactory) -> SandboxState:
+        if self.state is None:
+            self.state = _bring_up(tmp_path_factory.mktemp(self.folder), **self.kwargs)
+        return self.state
+
+    def down(self) -> None:
+        state, self.state = self.state, None
+        if state is not None:
+            print(f"[sandbox] {self.name}: taking it down, its last test ran", file=sys.stderr)
+            cluster.down(state.reload())
+
+
+ON_DEMAND = {shared.name: shared for shared in (
+    _OnDemand("kraft_sandbox", KRAFT, "sandbox-kraft", mode="kraft"),
+    # 3 brokers over 2 racks (brokers 0 and 2 share rack1): a partition can violate KIP-36
+    # rack diversity, and leaders be uneven by rack while even by broker.
+    _OnDemand("rack_sandbox", "airflow", "sandbox-airflow", racks=2),
+)}
 
 
 def _suite(nodeid: str) -> str:
@@ -79,19 +107,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> tuple[int, bool]:
         suite = _suite(item.nodeid)
         # in a suite, the tests on a sandbox of their own first: they run in one row
-        own = any(name in getattr(item, "fixturenames", ()) for name in _OWN_SANDBOX)
+        own = any(name in getattr(item, "fixturenames", ()) for name in ON_DEMAND)
         return (_ORDER.index(suite) if suite in _ORDER else len(_ORDER)), not own
 
     items.sort(key=rank)  # stable: modules and tests keep their own order
     misplaced = []
     for item in items:
-        for name, scope in _OWN_SANDBOX.items():
+        for name, shared in ON_DEMAND.items():
             uses = name in getattr(item, "fixturenames", ())
-            together = scope_of(item.nodeid) == scope
+            together = scope_of(item.nodeid) == shared.scope
             if uses and not together:
                 misplaced.append(f"{item.nodeid} uses {name}: name it so scope_of gives "
-                                 f"{scope!r}")
-            elif together and not uses and scope == KRAFT:
+                                 f"{shared.scope!r}")
+            elif together and not uses and shared.scope == KRAFT:
                 misplaced.append(f"{item.nodeid} is named as a KRaft test but does not use "
                                  f"{name}: rename it")
     if misplaced:
@@ -141,35 +169,6 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxState]:
         yield state
     finally:
         cluster.down(state.reload())
-
-
-class _OnDemand:
-    """A sandbox brought up for the first test that asks for it and taken down by PID
-    after the last of the tests that follow it using it (the scheduler keeps them
-    together: `scope_of`), or at the end of the session, whichever comes first."""
-
-    def __init__(self, name: str, folder: str, **kwargs: object) -> None:
-        self.name, self.folder, self.kwargs = name, folder, kwargs
-        self.state: SandboxState | None = None
-
-    def get(self, tmp_path_factory: pytest.TempPathFactory) -> SandboxState:
-        if self.state is None:
-            self.state = _bring_up(tmp_path_factory.mktemp(self.folder), **self.kwargs)
-        return self.state
-
-    def down(self) -> None:
-        state, self.state = self.state, None
-        if state is not None:
-            print(f"[sandbox] {self.name}: taking it down, its last test ran", file=sys.stderr)
-            cluster.down(state.reload())
-
-
-ON_DEMAND = {
-    "kraft_sandbox": _OnDemand("kraft_sandbox", "sandbox-kraft", mode="kraft"),
-    # 3 brokers over 2 racks (brokers 0 and 2 share rack1): a partition can violate KIP-36
-    # rack diversity, and leaders be uneven by rack while even by broker.
-    "rack_sandbox": _OnDemand("rack_sandbox", "sandbox-airflow", racks=2),
-}
 
 
 @pytest.hookimpl(trylast=True)
