@@ -14,7 +14,8 @@ from sandbox.processes import free_port
 from sandbox.state import SandboxState
 from sandbox.traffic import delete_topic
 from tests.airflow.conftest import DagResult, run_dag
-from tests.integration.serve_harness import bench, placed_topic, wait_until
+from tests.integration.serve_harness import bench, placed_topic
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -28,6 +28,7 @@ from sandbox.state import SandboxState
 from sandbox.status import kafka_admin
 from tests.e2e.loop_support import dir_holding, drop_topics, parsed, wait_for_batches
 from tests.integration.collect_support import TopicReader
+from tests.polling import wait_until
 
 # Fixes run by themselves; nothing else moves (leaders and disks are not what this tests).
 POLICY = '[actions]\nfix_offline_replicas = "auto"\n'
@@ -64,26 +65,18 @@ class Scenario:
     def wait(self, check: Callable[[], Any], what: str, timeout: float = 180.0,
              alive: bool = True) -> Any:
         """Poll ``check`` until truthy, failing with serve's and the job's log tails."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if alive:
-                self.loop.check_alive()
-            try:
-                value = check()
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                value = None  # serve restarting
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                # every piece's tail: a fix that never came may be the collectors' doing
-                tails = "\n\n".join(f"--- {name}:\n{piece.log_tail(12)}"
-                                      for name, piece in self.loop.pieces.items())
-                # and the test's own readers: a record the loop wrote that a reader missed
-                # is the harness's fault, not the loop's
-                read = "\n".join(reader.describe() for reader in self.readers.values())
-                raise AssertionError(f"no {what} within {timeout:.0f} s\n{tails}\n\n"
-                                     f"--- the test's readers:\n{read}")
-            time.sleep(0.3)
+
+        def explain() -> str:
+            # every piece's tail: a fix that never came may be the collectors' doing
+            tails = "\n\n".join(f"--- {name}:\n{piece.log_tail(12)}"
+                                  for name, piece in self.loop.pieces.items())
+            # and the test's own readers: a record the loop wrote that a reader missed
+            # is the harness's fault, not the loop's
+            read = "\n".join(reader.describe() for reader in self.readers.values())
+            return f"{tails}\n\n--- the test's readers:\n{read}"
+
+        return wait_until(check, what, timeout, explain=explain,
+                          alive=self.loop.check_alive if alive else None)
 
     # --- faults and what the loop makes of them --------------------------------------------
 

@@ -3,7 +3,7 @@ fail, failing it and waiting for the fix the loop proposes."""
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from typing import Any
 
 from core import clock
@@ -12,6 +12,7 @@ from sandbox import cluster, loop, traffic
 from schemas import wire
 from schemas.registry import RecordError, validate
 from tests.integration.collect_support import TopicReader
+from tests.polling import wait_until
 
 
 def parsed(msgs, schema: str = "action") -> list[dict[str, Any]]:
@@ -62,17 +63,19 @@ def stream_batches(piece: loop.Piece) -> int:
                if "[stream] batch " in line)
 
 
+def wait(check: Callable[[], Any], what: str, the_loop: loop.Loop,
+         timeout: float = 120.0) -> Any:
+    """Poll ``check`` while the loop runs; fail with the tail of serve's log."""
+    return wait_until(check, what, timeout, alive=the_loop.check_alive,
+                      explain=lambda: "serve's log ends:\n"
+                      + the_loop.pieces["serve"].log_tail(60))
+
+
 def wait_for_batches(the_loop: loop.Loop, more_than: int, timeout: float = 240.0) -> int:
-    deadline = time.monotonic() + timeout
-    while True:
-        the_loop.check_alive()
-        seen = stream_batches(the_loop.pieces["stream"])
-        if seen > more_than:
-            return seen
-        assert time.monotonic() < deadline, (
-            "the stream job reported no micro-batch in time:\n"
-            + the_loop.pieces["stream"].log_tail())
-        time.sleep(0.5)
+    return wait_until(lambda: (seen := stream_batches(the_loop.pieces["stream"])) > more_than
+                      and seen, f"more than {more_than} micro-batches from the stream job",
+                      timeout, every=0.5, alive=the_loop.check_alive,
+                      explain=lambda: the_loop.pieces["stream"].log_tail())
 
 
 def fail_and_wait_for_fix(state, the_loop, readers, broker: int, path: str,

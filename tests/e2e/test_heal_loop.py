@@ -19,7 +19,7 @@ import pytest
 from remediation.executor.lifecycle import is_terminal
 from sandbox import alertmanager, cluster, loop, traffic
 from sandbox.state import SandboxState
-from tests.e2e.loop_support import dir_holding, drop_topics, on_dir_now, wait_for_batches
+from tests.e2e.loop_support import dir_holding, drop_topics, on_dir_now, wait, wait_for_batches
 
 pytestmark = pytest.mark.e2e
 
@@ -37,22 +37,6 @@ def api(the_loop: loop.Loop, method: str, path: str, body: Any = None) -> Any:
                  "Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as resp:
         return json.load(resp)
-
-
-def wait(check, what: str, the_loop: loop.Loop, timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        the_loop.check_alive()
-        try:
-            value = check()
-        except (urllib.error.URLError, ConnectionError):
-            value = None  # serve still starting
-        if value:
-            return value
-        assert time.monotonic() < deadline, (
-            f"no {what} within {timeout:.0f} s; serve's log ends:\n"
-            + the_loop.pieces["serve"].log_tail())
-        time.sleep(0.3)
 
 
 def test_a_failed_disk_is_healed_after_one_click_in_a_real_browser(

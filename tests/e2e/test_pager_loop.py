@@ -28,7 +28,7 @@ from remediation.service.links import LinkSigner
 from sandbox import alertmanager, cluster, loop, prometheus, traffic
 from sandbox.pager_receiver import ROUTING_KEY, PagerReceiver, Received
 from sandbox.state import SandboxState
-from tests.e2e.loop_support import drop_topics, wait_for_batches
+from tests.e2e.loop_support import drop_topics, wait, wait_for_batches
 
 pytestmark = pytest.mark.e2e
 
@@ -46,22 +46,6 @@ def api(the_loop: loop.Loop, path: str) -> Any:
                                      headers={"Authorization": f"Bearer {the_loop.api_token}"})
     with urllib.request.urlopen(request, timeout=30) as resp:
         return json.load(resp)
-
-
-def wait(check, what: str, the_loop: loop.Loop, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        the_loop.check_alive()
-        try:
-            value = check()
-        except (urllib.error.URLError, ConnectionError):
-            value = None
-        if value:
-            return value
-        assert time.monotonic() < deadline, (
-            f"no {what} within {timeout:.0f} s; serve's log ends:\n"
-            + the_loop.pieces["serve"].log_tail(60))
-        time.sleep(0.3)
 
 
 def webhook(the_loop: loop.Loop, body: Any, token: str | None) -> int:

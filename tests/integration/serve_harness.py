@@ -36,6 +36,7 @@ from schemas.actions import build_action
 from schemas.records import Action, Trigger
 from schemas.registry import TOPICS
 from schemas.snapshot import snapshot_from_dict
+from tests.polling import wait_until
 
 _LISTENING = re.compile(r"listening on (http://\S+)")
 
@@ -320,23 +321,6 @@ def reorder_plan(topic: str, replicas: list[int]) -> dict[str, Any]:
     return {"reassignment": {"version": 1, "partitions": [
         {"topic": topic, "partition": 0, "replicas": replicas}]},
         "election": {"partitions": [{"topic": topic, "partition": 0}]}}
-
-
-def wait_until(check: Callable[[], Any], what: str, timeout: float = 60.0,
-               every: float = 0.3) -> Any:
-    """Poll `check` until it returns something truthy; fail naming `what` after `timeout`."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except Exception as exc:  # a broker restarting: try again
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(every)
-    raise AssertionError(f"{what} not reached after {timeout:.0f} s (last: {last!r})")
 
 
 def lead_by_hand(state: SandboxState, topic: str, partition: int, replicas: list[int]) -> None:

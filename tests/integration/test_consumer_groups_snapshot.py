@@ -15,7 +15,8 @@ from core.model import ClusterModel
 from sandbox.status import kafka_admin
 from schemas.snapshot import ConsumerGroup, parse_snapshot
 from tests.integration.collect_support import Collector, TopicReader, snapshots
-from tests.integration.serve_harness import placed_topic, wait_until
+from tests.integration.serve_harness import placed_topic
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,8 @@ from core.plan.consumers import plan_consumers
 from remediation.consumers import RackAwareConsumer
 from sandbox.state import SandboxState
 from schemas.snapshot import snapshot_from_dict
-from tests.integration.serve_harness import bench, placed_topic, wait_until
+from tests.integration.serve_harness import bench, placed_topic
+from tests.polling import wait_until
 
 # RF 2; broker 0 (rack1) leads four of the six partitions, brokers 1 and 2 one each. With
 # the members in rack order, librdkafka's roundrobin gives rack1 {0, 3}, rack2 {1, 4} and

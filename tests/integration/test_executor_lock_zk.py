@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
 
 from remediation.executor.lock import ZkLeadership
 from sandbox.state import SandboxState
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -44,20 +45,14 @@ def leading(sandbox: SandboxState, session_timeout: float
         holder.close()
 
 
-def within(seconds: float, done: Callable[[], bool]) -> None:
-    """Poll ``done`` (kazoo reports on its own thread) for up to ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while not done() and time.monotonic() < deadline:
-        time.sleep(0.1)
-
-
 def test_a_holder_whose_session_expired_steps_down_and_takes_the_lock_again(
         sandbox: SandboxState) -> None:
     with leading(sandbox, session_timeout=6.0) as (holder, said):
         expire(holder, sandbox.zookeeper_connect)
         lost = "ZooKeeper session lost: no longer the active executor"
-        within(30, lambda: lost in said)  # kazoo says SUSPENDED, then LOST
-        assert lost in said
+        # kazoo says SUSPENDED, then LOST, on its own thread
+        wait_until(lambda: lost in said, f"{lost!r} said", 30, every=0.1,
+                   explain=lambda: f"said: {said}")
         assert not holder.is_leader()
         assert holder.wait(threading.Event(), timeout=60), said
         assert holder.is_leader()
@@ -71,8 +66,9 @@ def test_a_holder_whose_connection_came_back_within_its_session_still_leads(
     try:
         with leading(sandbox, session_timeout=30.0) as (holder, said):
             cluster.stop_zookeeper(sandbox)  # away for less than the session
-            within(30, lambda: not holder.is_leader())
-            assert not holder.is_leader()  # not while it cannot tell
+            # not while it cannot tell
+            wait_until(lambda: not holder.is_leader(), "the holder stepping down", 30,
+                       every=0.1)
             cluster.start_zookeeper(sandbox)
             sandbox.reload()
             assert holder.wait(threading.Event(), timeout=60), said

@@ -22,8 +22,8 @@ from tests.integration.serve_harness import (
     leader_tilted_topic,
     placed_topic,
     reorder_plan,
-    wait_until,
 )
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 

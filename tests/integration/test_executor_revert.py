@@ -13,8 +13,9 @@ from sandbox.fill import fill_disk
 from sandbox.state import SandboxState
 from sandbox.status import kafka_admin, placement
 from sandbox.traffic import delete_topic
-from tests.integration.serve_harness import Bench, audit_text, bench, wait_until
+from tests.integration.serve_harness import Bench, audit_text, bench
 from tests.integration.test_executor_moves import dir_throttles
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -14,6 +14,7 @@ from sandbox.cluster import disk_failed
 from sandbox.status import KAFKA_STORAGE_ERROR, log_dir_errors
 from streams.collect.logdir_watch import LogDirNotificationWatcher
 from tests.conftest import run_cli
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -26,16 +27,6 @@ def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         for family in text_string_to_metric_families(text)
         for s in family.samples
     }
-
-
-def wait_until(predicate, timeout: float, interval: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    return predicate()
 
 
 def heal_if_failed(state, broker_id: int, path: str) -> None:
@@ -79,7 +70,8 @@ def test_log_dir_failure_on_leader_during_runtime(sandbox):
                     and m.get(("kafka_log_log_directory_offline",
                                (("log_dir", failed_dir),))) == 1.0)
 
-        assert wait_until(dir_offline, 60), scrape(url)
+        wait_until(dir_offline, "the dir offline on the broker's exporter", 60,
+                   explain=lambda: str(scrape(url)))
         # other dir still online on the same broker
         assert scrape(url)[("kafka_log_log_directory_offline", (("log_dir", other_dir),))] == 0
 
@@ -87,11 +79,12 @@ def test_log_dir_failure_on_leader_during_runtime(sandbox):
         # docs/architecture.md); the offline replicas come from Metadata instead.
         assert ("kafka_server_offline_replica_count", ()) in scrape(url)
         offline = wait_until(lambda: [p for p in traffic.partitions(sandbox, topic)
-                                      if victim in p["offline_replicas"]], 60)
+                                      if victim in p["offline_replicas"]],
+                             f"offline replicas of broker {victim} in the metadata", 60)
         assert partition in {p["partition_index"] for p in offline}
 
         # the watcher started before the fault saw the notification
-        assert wait_until(lambda: notifications, 30), "no /log_dir_event_notification child"
+        wait_until(lambda: notifications, "a /log_dir_event_notification child", 30)
         named = [n for n in notifications if n.seen_by_name]
         assert all(n.name.startswith("log_dir_event_") for n in named)
         assert all(n.broker in (None, victim) for n in named)
@@ -102,8 +95,9 @@ def test_log_dir_failure_on_leader_during_runtime(sandbox):
         # the broker keeps serving the replicas on its other dir
         errors = log_dir_errors(sandbox, [victim])[victim]
         assert errors[failed_dir] == KAFKA_STORAGE_ERROR and errors[other_dir] == 0
-        assert wait_until(lambda: any(
-            victim in p["isr_nodes"] for p in traffic.partitions(sandbox, topic)), 30)
+        wait_until(lambda: any(victim in p["isr_nodes"]
+                               for p in traffic.partitions(sandbox, topic)),
+                   f"broker {victim} in an ISR of {topic}", 30)
 
         time.sleep(2)  # traffic keeps flowing through the new leader
         producer.stop()
@@ -135,14 +129,14 @@ def test_heal_disk_brings_the_dir_back_online(sandbox):
                    sandbox).returncode == 0
     try:
         traffic.produce(sandbox, "heal-me", 100)  # writes make the broker notice at once
-        assert wait_until(lambda: log_dir_errors(sandbox, [broker_id]).get(broker_id, {})
-                          .get(path) == KAFKA_STORAGE_ERROR, 60)
+        wait_until(lambda: log_dir_errors(sandbox, [broker_id]).get(broker_id, {})
+                   .get(path) == KAFKA_STORAGE_ERROR, f"{path} failed on broker {broker_id}", 60)
         result = run_cli(["sandbox", "heal-disk", "--broker", "1", "--dir", "0"], sandbox)
         assert result.returncode == 0, result.stderr
         sandbox.reload()
         assert not disk_failed(path)
-        assert wait_until(lambda: log_dir_errors(sandbox, [broker_id]).get(broker_id, {})
-                          .get(path) == 0, 60), "the replaced dir is not online"
+        wait_until(lambda: log_dir_errors(sandbox, [broker_id]).get(broker_id, {})
+                   .get(path) == 0, "the replaced dir online", 60)
         metrics = scrape(sandbox.broker(broker_id).exporter_url)
         assert metrics[("kafka_log_offline_log_directory_count", ())] == 0
     finally:
@@ -158,8 +152,8 @@ def test_kraft_log_dir_failure_shows_as_kafka_storage_error(kraft_sandbox):
     assert result.returncode == 0, result.stderr
     try:
         traffic.produce(state, "kraft-jbod", 200)
-        assert wait_until(lambda: log_dir_errors(state, [victim]).get(victim, {})
-                          .get(path) == KAFKA_STORAGE_ERROR, 60)
+        wait_until(lambda: log_dir_errors(state, [victim]).get(victim, {})
+                   .get(path) == KAFKA_STORAGE_ERROR, f"{path} failed on broker {victim}", 60)
         other = next(d for d in state.broker(victim).log_dirs if d != path)
         assert log_dir_errors(state, [victim])[victim][other] == 0
         assert traffic.wait_leader_moves(state, "kraft-jbod", 0, away_from=victim) != victim

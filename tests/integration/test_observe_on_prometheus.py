@@ -6,7 +6,6 @@ failed dir return data that says so."""
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +17,7 @@ from dashboards.panels import Panel
 from sandbox import alertmanager, loop, processes, prometheus, traffic
 from sandbox.cluster import disk_failed, fail_disk, heal_disk
 from tests.conftest import run_cli
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -26,15 +26,7 @@ PIECES = ("collect-metrics", "collect-zk", "collect-snapshots", "serve")
 
 
 def wait_for(what: str, probe: Callable[[], Any], timeout: float = 120.0) -> Any:
-    """Poll ``probe`` until it returns something true; fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"never saw {what} (waited {timeout:.0f} s)")
-        time.sleep(1.0)
+    return wait_until(probe, what, timeout, every=1.0)
 
 
 def concrete(expr: str, cluster: str) -> str:

@@ -11,6 +11,7 @@ import pytest
 from sandbox import cluster, processes, traffic
 from sandbox.status import kafka_admin, placement
 from tests.conftest import run_cli
+from tests.polling import seconds_until, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -95,8 +96,12 @@ def test_commands_without_a_sandbox_say_how_to_start_one(tmp_path):
 
 
 def test_killed_broker_leaves_the_metadata_and_comes_back_on_start(sandbox):
+    from kazoo.client import KazooClient
+
     victim = sandbox.broker(2)
     old_pid = victim.pid
+    zk = KazooClient(hosts=sandbox.zookeeper_connect)
+    zk.start(timeout=15)
     killed_at = time.time()
     result = run_cli(["sandbox", "kill-broker", "2"], sandbox)
     assert result.returncode == 0, result.stderr
@@ -106,13 +111,15 @@ def test_killed_broker_leaves_the_metadata_and_comes_back_on_start(sandbox):
         # the brokers. A CI run once saw ZooKeeper without broker 2 and the brokers still
         # listing it 60 s after the kill: the message below names the controller and
         # what its log said since the kill, so such a run says why.
-        expired = _within(40, lambda: "2" not in _registered(sandbox))
-        assert expired is not None, f"registered in ZooKeeper: {_registered(sandbox)}"
-        left = _within(60, lambda: 2 not in cluster.live_broker_ids(sandbox))
-        assert left is not None, (
-            f"ZooKeeper let go of broker 2 {expired:.1f} s after the kill, but the brokers "
-            f"list it 60 s later\n{_controller_log_since(sandbox, killed_at)}")
+        expired = seconds_until(lambda: "2" not in zk.get_children("/brokers/ids"),
+                                "ZooKeeper letting go of broker 2", 40, every=0.5)
+        wait_until(lambda: 2 not in cluster.live_broker_ids(sandbox),
+                   "the brokers' metadata without broker 2", 60, every=0.5,
+                   explain=lambda: f"ZooKeeper let go of broker 2 {expired:.1f} s after "
+                   f"the kill\n{_controller_log_since(sandbox, zk, killed_at)}")
     finally:
+        zk.stop()
+        zk.close()
         # the shared sandbox gets its broker back whatever happened (a failure here
         # once left broker 2 down and six later tests failed with it)
         result = run_cli(["sandbox", "start-broker", "2"], sandbox)
@@ -123,30 +130,12 @@ def test_killed_broker_leaves_the_metadata_and_comes_back_on_start(sandbox):
     assert processes.is_running(sandbox.broker(2).pid, victim.marker)
 
 
-def _within(seconds: float, condition) -> float | None:
-    """Seconds until ``condition()`` held, or None if it did not within ``seconds``."""
-    start = time.monotonic()
-    while True:
-        if condition():
-            return time.monotonic() - start
-        if time.monotonic() - start > seconds:
-            return None
-        time.sleep(0.5)
-
-
-def _controller_log_since(state, since: float, limit: int = 20) -> str:
+def _controller_log_since(state, zk, since: float, limit: int = 20) -> str:
     """ZooKeeper's /controller, and what brokers 0 and 1 logged as (or to) the controller,
     or as errors and warnings, since ``since``."""
     from pathlib import Path
 
-    from kazoo.client import KazooClient
-
-    zk = KazooClient(hosts=state.zookeeper_connect)
-    zk.start(timeout=15)
-    try:
-        found = zk.exists("/controller") and zk.get("/controller")[0].decode()
-    finally:
-        zk.stop()
+    found = zk.exists("/controller") and zk.get("/controller")[0].decode()
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since))
     parts = [f"/controller: {found or 'none'}"]
     for broker in (0, 1):
@@ -158,18 +147,6 @@ def _controller_log_since(state, since: float, limit: int = 20) -> str:
         parts.append(f"{log} ({len(lines)} such lines, the last {limit}):")
         parts.extend(lines[-limit:])
     return "\n".join(parts)
-
-
-def _registered(state) -> list[str]:
-    from kazoo.client import KazooClient
-
-    zk = KazooClient(hosts=state.zookeeper_connect)
-    zk.start(timeout=15)
-    try:
-        return sorted(zk.get_children("/brokers/ids"))
-    finally:
-        zk.stop()
-        zk.close()
 
 
 def test_a_crashed_broker_started_at_once_waits_out_its_old_registration(sandbox):

@@ -14,8 +14,9 @@ from core.plan import plan_offline
 from sandbox import cluster, traffic
 from sandbox.state import SandboxState
 from schemas.records import Trigger
-from tests.integration.serve_harness import bench, wait_until
+from tests.integration.serve_harness import bench
 from tests.integration.test_serve_offline_fix import prefill, throttles_set
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,8 @@ from sandbox import alertmanager, cluster, traffic
 from sandbox.state import SandboxState
 from sandbox.status import kafka_admin
 from schemas.records import Trigger
-from tests.integration.serve_harness import bench, wait_until
+from tests.integration.serve_harness import bench
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 

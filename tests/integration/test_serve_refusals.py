@@ -13,7 +13,8 @@ import pytest
 from remediation.executor.store import ActionStore
 from remediation.service.links import LinkSigner
 from sandbox.state import SandboxState
-from tests.integration.serve_harness import bench, wait_until
+from tests.integration.serve_harness import bench
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 

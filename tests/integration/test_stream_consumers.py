@@ -23,9 +23,10 @@ from core.live import open_admin, read_snapshot
 from core.locality import locality
 from core.model import ClusterModel
 from schemas.snapshot import snapshot_from_dict
-from tests.integration.serve_harness import placed_topic, wait_until
+from tests.integration.serve_harness import placed_topic
 from tests.integration.test_consumer_groups_snapshot import Consumer
 from tests.integration.test_stream_job import awaited, cid, running_stream
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -35,7 +35,8 @@ from sandbox.status import KAFKA_STORAGE_ERROR, log_dir_errors
 from schemas import wire
 from schemas.registry import TOPICS, dumps, validate
 from schemas.snapshot import snapshot_from_dict
-from tests.integration.test_log_dir_failure import scrape, wait_until
+from tests.integration.test_log_dir_failure import scrape
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -74,9 +75,11 @@ class StreamJob:
     def wait_for(self, text: str, timeout: float) -> str:
         since = len(self.lines) - self.lines[::-1].index("(job starting)")  # this run's
         found = wait_until(lambda: next((x for x in self.lines[since:] if text in x), None)
-                           or (self.proc.poll() is not None and "exited"), timeout)
-        assert found and found != "exited", (
-            f"no {text!r} from the job within {timeout} s:\n" + "\n".join(self.lines[-40:]))
+                           or (self.proc.poll() is not None and "exited"),
+                           f"{text!r} from the job", timeout,
+                           explain=lambda: "\n".join(self.lines[-40:]))
+        assert found != "exited", f"the job exited before {text!r}:\n" + "\n".join(
+            self.lines[-40:])
         return found
 
     @property
@@ -167,8 +170,8 @@ class Bus:
         produced after it comes back as a dead letter, so its batch (or an earlier one)
         held every record before it."""
         where = self.send("broker-metrics", f"marker {uuid.uuid4()}".encode())
-        assert wait_until(lambda: self.dead_letter_at("broker-metrics", where), timeout), \
-            f"the job did not process a marker record within {timeout} s"
+        wait_until(lambda: self.dead_letter_at("broker-metrics", where),
+                   "the job's dead letter for a marker record", timeout)
 
 
 @pytest.fixture(scope="module")
@@ -235,9 +238,8 @@ def dirs_holding(snapshot: dict[str, Any], topic: str) -> list[tuple[int, str]]:
 
 def awaited(job: StreamJob, found, what: str, timeout: float = 90):
     """``found()`` once it is truthy; else fail with the job's last lines."""
-    value = wait_until(found, timeout)
-    assert value, f"no {what} within {timeout} s; the job said:\n" + "\n".join(job.lines[-40:])
-    return value
+    return wait_until(found, what, timeout, explain=lambda: "the job said:\n" + "\n".join(
+        job.lines[-40:]))
 
 
 def cid(name: str) -> str:
@@ -309,8 +311,8 @@ def test_a_real_dir_failure_is_proposed_once_even_after_a_restart_and_a_replay(
     try:
         cluster.fail_disk(sandbox, broker, path)
         traffic.produce(sandbox, movable, 12)  # a write makes the broker notice at once
-        assert wait_until(lambda: log_dir_errors(sandbox, [broker]).get(broker, {}).get(path)
-                          == KAFKA_STORAGE_ERROR, 60), "the broker did not notice the failed dir"
+        wait_until(lambda: log_dir_errors(sandbox, [broker]).get(broker, {}).get(path)
+                   == KAFKA_STORAGE_ERROR, f"broker {broker} noticing its failed dir", 60)
         # What the collectors send: the notification (its data already gone, then read),
         # and the snapshot they take at once.
         noticed = datetime.now(UTC)
