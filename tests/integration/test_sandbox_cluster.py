@@ -111,8 +111,10 @@ def test_killed_broker_leaves_the_metadata_and_comes_back_on_start(sandbox):
         # the brokers. A CI run once saw ZooKeeper without broker 2 and the brokers still
         # listing it 60 s after the kill: the message below names the controller and
         # what its log said since the kill, so such a run says why.
-        expired = seconds_until(lambda: "2" not in zk.get_children("/brokers/ids"),
-                                "ZooKeeper letting go of broker 2", 40, every=0.5)
+        expired = seconds_until(
+            lambda: "2" not in zk.get_children("/brokers/ids"),
+            "ZooKeeper letting go of broker 2", 40, every=0.5,
+            explain=lambda: f"registered: {sorted(zk.get_children('/brokers/ids'))}")
         wait_until(lambda: 2 not in cluster.live_broker_ids(sandbox),
                    "the brokers' metadata without broker 2", 60, every=0.5,
                    explain=lambda: f"ZooKeeper let go of broker 2 {expired:.1f} s after "
