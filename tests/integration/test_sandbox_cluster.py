@@ -100,13 +100,13 @@ def test_killed_broker_leaves_the_metadata_and_comes_back_on_start(sandbox):
 
     victim = sandbox.broker(2)
     old_pid = victim.pid
-    zk = KazooClient(hosts=sandbox.zookeeper_connect)
-    zk.start(timeout=15)
     killed_at = time.time()
     result = run_cli(["sandbox", "kill-broker", "2"], sandbox)
     assert result.returncode == 0, result.stderr
+    zk = KazooClient(hosts=sandbox.zookeeper_connect)
     try:
         assert not processes.is_running(old_pid, victim.marker)
+        zk.start(timeout=15)
         # First ZooKeeper lets go (the 10 s session expires), then the controller tells
         # the brokers. A CI run once saw ZooKeeper without broker 2 and the brokers still
         # listing it 60 s after the kill: the message below names the controller and
