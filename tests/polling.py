@@ -32,7 +32,10 @@ def wait_until(check: Callable[[], Any], what: str, timeout: float = 60.0,
         time.sleep(every)
     message = f"{what} not reached after {timeout:.0f} s (last: {last!r})"
     if explain is not None:
-        message += "\n" + explain()
+        try:  # a ZooKeeper or log read may fail too: the timeout stays the failure
+            message += "\n" + explain()
+        except Exception as exc:
+            message += f"\n(and explaining it failed: {exc!r})"
     raise AssertionError(message)
 
 

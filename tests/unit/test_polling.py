@@ -30,6 +30,16 @@ def test_a_timeout_names_what_was_awaited_the_last_value_and_the_explanation() -
     assert text.endswith("registered: ['0', '1', '2']")
 
 
+def test_an_explanation_that_fails_leaves_the_timeout_as_the_failure() -> None:
+    def explain() -> str:
+        raise ConnectionError("ZooKeeper gone")
+
+    with pytest.raises(AssertionError) as failed:
+        wait_until(lambda: None, "the broker gone", timeout=0.05, every=0.01, explain=explain)
+    assert "the broker gone not reached" in str(failed.value)
+    assert "explaining it failed: ConnectionError('ZooKeeper gone')" in str(failed.value)
+
+
 def test_the_last_exception_is_quoted() -> None:
     def check():
         raise TimeoutError("no answer from 127.0.0.1:9092")
