@@ -220,7 +220,17 @@ class BackgroundConsumer(threading.Thread):
 
     Partitions are assigned, not subscribed: a group coordinator that moves with a failed
     disk cannot make it rebalance and re-read, so a duplicate here is a duplicate in the log.
+
+    A reader that stalls is re-created where it stood. librdkafka's consumer with assigned
+    partitions sometimes never fetches again after every broker restarted (seen once in
+    the chaos bus outage: partition 0 read to 213 while 4,000 more acknowledged records
+    sat in the log; librdkafka issue #5153 reports the same, open). So when nothing came
+    for `STALL_S` while a partition's high watermark is past what was read, a new consumer
+    is assigned each partition at the offset after the last one read: nothing is skipped
+    or read twice by that, and the history check keeps its meaning. `stalls` says when.
     """
+
+    STALL_S = 15.0
 
     def __init__(self, state: SandboxState, topic: str) -> None:
         super().__init__(daemon=True, name=f"consumer-{topic}")
@@ -230,31 +240,72 @@ class BackgroundConsumer(threading.Thread):
         # what was read where: partition -> offsets read, so a miss can be told apart
         # (a hole in what was read, or never fetched that far)
         self.offsets: dict[int, list[int]] = {}
+        self.stalls: list[str] = []  # each re-creation: which partitions lagged, how far
         self._stop_event = threading.Event()
 
-    def run(self) -> None:
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    def _consumer(self) -> Any:
+        from confluent_kafka import Consumer
 
-        consumer = Consumer({
+        return Consumer({
             **client_config(self.state), "group.id": "unused", "enable.auto.commit": False,
             # an offset reset would silently skip (or re-read) data: report it instead
             "auto.offset.reset": "error",
             # after a leader moves, do not wait the default 5 minutes on a stale view
             "topic.metadata.refresh.interval.ms": 5000,
         })
+
+    def _next(self, partition: int) -> int:
+        read = self.offsets.get(partition)
+        return read[-1] + 1 if read else 0
+
+    def lagging(self, consumer: Any, partitions: list[int]) -> dict[int, tuple[int, int]]:
+        """Partitions whose high watermark is past what was read: {p: (next, high)};
+        empty when the bus cannot say (it may be away)."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        behind = {}
+        for p in partitions:
+            try:
+                high = consumer.get_watermark_offsets(TopicPartition(self.topic, p),
+                                                      timeout=5, cached=False)[1]
+            except KafkaException:
+                return {}
+            if high > self._next(p):
+                behind[p] = (self._next(p), high)
+        return behind
+
+    def run(self) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        consumer = self._consumer()
         # A fresh topic's leaders may not know their partition yet; with offset reset set
         # to "error", an early BEGINNING lookup would stop that partition for good.
-        ends = end_offsets(consumer, self.topic)
-        consumer.assign([TopicPartition(self.topic, tp.partition, OFFSET_BEGINNING)
-                         for tp in ends])
+        partitions = [tp.partition for tp in end_offsets(consumer, self.topic)]
+        consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in partitions])
+        progress = checked = time.monotonic()
         try:
             while not self._stop_event.is_set():
                 for msg in consumer.consume(num_messages=500, timeout=0.2):
                     if msg.error() is None:
                         self.values.append(msg.value().decode())
                         self.offsets.setdefault(msg.partition(), []).append(msg.offset())
+                        progress = time.monotonic()
                     else:
                         self.errors.append(f"{msg.topic()}-{msg.partition()}: {msg.error()}")
+                now = time.monotonic()
+                if now - progress < self.STALL_S or now - checked < self.STALL_S:
+                    continue
+                checked = now
+                behind = self.lagging(consumer, partitions)
+                if not behind:
+                    continue
+                self.stalls.append(f"nothing read for {now - progress:.0f} s with " + ", ".join(
+                    f"{self.topic}-{p} at {n} of {h}" for p, (n, h) in sorted(behind.items())))
+                consumer.close()
+                consumer = self._consumer()
+                consumer.assign([TopicPartition(self.topic, p, self._next(p))
+                                 for p in partitions])
+                progress = time.monotonic()
         finally:
             consumer.close()
 
@@ -298,7 +349,8 @@ def delivery_problems(producer: BackgroundProducer, consumer: BackgroundConsumer
         missing = set(producer.acked) - set(consumer.values)
         problems.append(f"{len(missing)} acknowledged messages not read within {timeout:.0f} s "
                         f"({where_missing(producer, consumer, missing, 3)}); "
-                        f"consumer errors: {consumer.errors[:5]}")
+                        f"consumer errors: {consumer.errors[:5]}; "
+                        f"re-created after stalls: {consumer.stalls[:3]}")
     counts = Counter(consumer.values)
     twice = [v for v in producer.acked if counts[v] > 1]
     if twice:

@@ -138,6 +138,8 @@ class Scenario:
         problems = traffic.delivery_problems(self.producer, self.consumer, timeout=120)
         assert problems == [], problems
         self.timings["acknowledged messages"] = len(self.producer.acked)
+        if self.consumer.stalls:  # the reader's own trouble (sandbox/traffic.py), shown
+            self.timings["reader re-created after a stall"] = len(self.consumer.stalls)
 
     def assert_healthy(self) -> None:
         """No offline replica and every partition led, on the scenario's topic."""
@@ -184,7 +186,6 @@ def running_loop(state: SandboxState, work: Path, policy: str = POLICY,
     prefix = f"chaos{uuid.uuid4().hex[:6]}."
     sections: dict[str, dict[str, Any]] = {
         "bus": {"topic_prefix": prefix},
-        "collect": {"snapshot_interval_seconds": 5.0},
         "detect": {"leader_window_seconds": 86400.0, "disk_skew_min_bytes": 1 << 40},
     }
     for section, values in (overrides or {}).items():

@@ -16,7 +16,10 @@ from tests.chaos.chaos_support import scenario
 pytestmark = pytest.mark.chaos
 
 GRACE_S = 20.0
-DETECT = {"detect": {"broker_death_grace_seconds": GRACE_S}}
+# Snapshots every 5 s, not the loop's 15: the checks after a death wait on later snapshots
+# (still gone, or back) and see two or more in 10 s.
+DETECT = {"detect": {"broker_death_grace_seconds": GRACE_S},
+          "collect": {"snapshot_interval_seconds": 5.0}}
 
 
 @pytest.fixture(scope="module")

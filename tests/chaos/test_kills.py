@@ -10,6 +10,7 @@ import pytest
 
 from sandbox.processes import children_by_parent
 from tests.chaos.chaos_support import load, scenario, some_dir
+from tests.e2e.loop_support import stream_batches, wait_for_batches
 from tests.integration.test_clean_stops import _wait_gone, java_children
 
 pytestmark = pytest.mark.chaos
@@ -67,7 +68,8 @@ def test_the_job_and_collectors_killed_right_after_a_fault_still_heal_it_once(
             for name in PIECES:
                 s.loop.start(name)
             s.healed_once(broker, path, start)
-            time.sleep(5)  # later batches and snapshots still report the dir: no second fix
+            # later batches (scrapes, snapshots) still report the dir: no second fix
+            wait_for_batches(s.loop, stream_batches(s.loop.pieces["stream"]) + 3)
             assert len(s.fixes_for(broker, path)) == 1
             s.assert_kept()
         finally:

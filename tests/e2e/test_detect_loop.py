@@ -89,7 +89,7 @@ def test_a_failed_dir_yields_one_fix_while_the_collectors_keep_reporting_it(
             return [a for a in parsed(msgs)
                     if a["action_id"] == fix["action_id"]]
 
-        # The gauge (2 s scrapes) and snapshots (5 s) keep reporting the dir: still one.
+        # The gauge (scrapes) and snapshots keep reporting the dir: still one.
         wait_for_batches(the_loop, stream_batches(the_loop.pieces["stream"]) + 8)
         assert len(same_id(readers["actions"].messages)) == 1
         assert [a["action_id"] for a in values(readers["actions"])
