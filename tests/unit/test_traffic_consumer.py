@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import KafkaException, TopicPartition
 
 from sandbox import traffic
+from tests.polling import wait_until
 
 TOPIC = "t"
 
@@ -88,18 +89,17 @@ def _reader(monkeypatch: pytest.MonkeyPatch, log: _Log) -> traffic.BackgroundCon
     return reader
 
 
-def _read_all(reader: traffic.BackgroundConsumer, seconds: float = 5.0) -> None:
+def _read(reader: traffic.BackgroundConsumer, count: int = 20) -> None:
+    """Start ``reader`` and wait (on a loaded machine, long) until it read ``count``."""
     reader.start()
-    deadline = time.monotonic() + seconds
-    while len(reader.values) < 20 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    reader.stop()
+    wait_until(lambda: len(reader.values) >= count, f"{count} records read", 60, every=0.02)
 
 
 def test_a_stalled_reader_is_re_created_after_the_last_offset_read(monkeypatch):
     log = _Log(serve=7)
     reader = _reader(monkeypatch, log)
-    _read_all(reader)
+    _read(reader)
+    reader.stop()
     assert sorted(reader.values) == sorted(f"m-{p}-{o}" for p in (0, 1) for o in range(10))
     assert len(log.made) == 2 and log.made[0].closed
     assert len(reader.stalls) == 1
@@ -110,15 +110,19 @@ def test_a_stalled_reader_is_re_created_after_the_last_offset_read(monkeypatch):
 def test_a_reader_that_keeps_up_is_left_alone(monkeypatch):
     log = _Log(serve=None)
     reader = _reader(monkeypatch, log)
-    _read_all(reader)
+    _read(reader)
     time.sleep(0.5)  # past the stall time, with nothing left to read
+    reader.stop()
     assert len(reader.values) == 20 and len(log.made) == 1 and reader.stalls == []
 
 
 def test_nothing_is_re_created_while_the_bus_cannot_say_what_is_there(monkeypatch):
     log = _Log(serve=3, bus_away=True)
     reader = _reader(monkeypatch, log)
-    reader.start()
-    time.sleep(1.0)
+    asked = []
+    lagging = reader.lagging
+    monkeypatch.setattr(reader, "lagging", lambda *a: asked.append(1) or lagging(*a))
+    _read(reader, 3)
+    wait_until(lambda: len(asked) >= 2, "the stall check asking the bus twice", 60)
     reader.stop()
     assert len(reader.values) == 3 and len(log.made) == 1 and reader.stalls == []
