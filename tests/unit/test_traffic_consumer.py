@@ -36,7 +36,8 @@ class _Msg:
 
 
 class _Log:
-    """Two partitions of 10 records each; every consumer made stalls after `serve`."""
+    """Two partitions of 10 records each; the first consumer made stalls for good after
+    `serve` records (None: never), the ones made after it deliver the rest."""
 
     def __init__(self, serve: int | None, bus_away: bool = False) -> None:
         self.serve, self.bus_away = serve, bus_away
