@@ -231,6 +231,7 @@ class BackgroundConsumer(threading.Thread):
     """
 
     STALL_S = 15.0
+    ASK_S = 5.0  # how long the stall check asks the bus for a partition's end
 
     def __init__(self, state: SandboxState, topic: str) -> None:
         super().__init__(daemon=True, name=f"consumer-{topic}")
@@ -263,15 +264,16 @@ class BackgroundConsumer(threading.Thread):
         empty when the bus cannot say (it may be away)."""
         from confluent_kafka import KafkaException, TopicPartition
 
+        from core.bus import watermarks
+
         behind = {}
         for p in partitions:
             try:
-                high = consumer.get_watermark_offsets(TopicPartition(self.topic, p),
-                                                      timeout=5, cached=False)[1]
+                high = watermarks(consumer, TopicPartition(self.topic, p), self.ASK_S)[1]
             except KafkaException:
                 return {}
-            if high > self._next(p):
-                behind[p] = (self._next(p), high)
+            if high > (at := self._next(p)):
+                behind[p] = (at, high)
         return behind
 
     def run(self) -> None:

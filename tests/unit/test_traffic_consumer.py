@@ -72,7 +72,8 @@ class _Consumer:
                 break
         return out
 
-    def get_watermark_offsets(self, tp: Any, timeout: float, cached: bool) -> tuple[int, int]:
+    def get_watermark_offsets(self, tp: Any, timeout: float,
+                              cached: bool = False) -> tuple[int, int]:
         if self.log.bus_away:
             raise KafkaException("all brokers down")
         return 0, 10
@@ -86,6 +87,7 @@ def _reader(monkeypatch: pytest.MonkeyPatch, log: _Log) -> traffic.BackgroundCon
                         lambda c, topic: [TopicPartition(topic, p, 10) for p in (0, 1)])
     reader = traffic.BackgroundConsumer(None, TOPIC)  # type: ignore[arg-type]
     reader.STALL_S = 0.2
+    reader.ASK_S = 0.3
     monkeypatch.setattr(reader, "_consumer", log.consumer)
     return reader
 
