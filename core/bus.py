@@ -193,6 +193,73 @@ def watermarks(reader: Any, partition: Any, timeout: float) -> tuple[int, int]:
             time.sleep(0.25)
 
 
+@dataclasses.dataclass(frozen=True)
+class Stall:
+    """A reader that read nothing for `idle` seconds while the bus holds more:
+    {partition: (next offset to read, high watermark)}."""
+
+    topic: str
+    idle: float
+    behind: dict[int, tuple[int, int]]
+
+    def __str__(self) -> str:
+        return f"nothing read for {self.idle:.0f} s with " + ", ".join(
+            f"{self.topic}-{p} at {n} of {h}" for p, (n, h) in sorted(self.behind.items()))
+
+
+class StallWatch:
+    """Tells when a consumer with assigned partitions has stopped fetching.
+
+    librdkafka's consumer with assigned partitions sometimes never fetches again after
+    every broker restarted, and reports nothing (seen in the chaos bus outage; librdkafka
+    issue #5153, open). The remedy is a new consumer assigned where the old one stood; this
+    says when: nothing read for `stall_s` while a partition's high watermark is past both
+    the next offset to read and the log start. It asks the bus at most once per `stall_s`,
+    each partition for at most `ask_s`, and stops at the first it cannot ask (the bus may
+    be away: then nothing is stalled that a new consumer would fix). A lag that a new
+    consumer already met unchanged is not reported again: on a compacted topic the last
+    offsets may be gone, and no consumer will read them.
+    """
+
+    def __init__(self, topic: str, partitions: list[int], stall_s: float = 15.0,
+                 ask_s: float = 5.0, clock: Any = time.monotonic) -> None:
+        self.topic, self.partitions = topic, list(partitions)
+        self.stall_s, self.ask_s, self._clock = stall_s, ask_s, clock
+        self._progress = self._checked = clock()
+        self._met: dict[int, tuple[int, int]] | None = None  # the lag last reported
+
+    def read(self) -> None:
+        """A record came."""
+        self._progress = self._clock()
+
+    def check(self, reader: Any, next_offset: Any) -> Stall | None:
+        """The stall to act on now, or None. ``next_offset(p)`` is the offset after the
+        last one read of partition p (0 when none was). A reported stall counts as
+        progress: the new consumer gets `stall_s` of its own."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        now = self._clock()
+        if now - self._progress < self.stall_s or now - self._checked < self.stall_s:
+            return None
+        self._checked = now
+        behind: dict[int, tuple[int, int]] = {}
+        for p in self.partitions:
+            try:
+                low, high = watermarks(reader, TopicPartition(self.topic, p), self.ask_s)
+            except KafkaException:
+                return None
+            at = next_offset(p)
+            if high > max(at, low):
+                behind[p] = (at, high)
+        if not behind or behind == self._met:
+            self._met = behind or None
+            return None
+        self._met = behind
+        stall = Stall(self.topic, now - self._progress, behind)
+        self._progress = now
+        return stall
+
+
 def topic_partitions(reader: Any, topic: str, timeout: float) -> list[int]:
     """The partition numbers of ``topic``, in order. A topic created moments ago may be
     missing from a broker's metadata or have no partitions yet: asked again until

@@ -224,10 +224,11 @@ class BackgroundConsumer(threading.Thread):
     A reader that stalls is re-created where it stood. librdkafka's consumer with assigned
     partitions sometimes never fetches again after every broker restarted (seen once in
     the chaos bus outage: partition 0 read to 213 while 4,000 more acknowledged records
-    sat in the log; librdkafka issue #5153 reports the same, open). So when nothing came
-    for `STALL_S` while a partition's high watermark is past what was read, a new consumer
-    is assigned each partition at the offset after the last one read: nothing is skipped
-    or read twice by that, and the history check keeps its meaning. `stalls` says when.
+    sat in the log; librdkafka issue #5153 reports the same, open). So when
+    `core.bus.StallWatch` says nothing came for `STALL_S` while a partition's high
+    watermark is past what was read, a new consumer is assigned each partition at the
+    offset after the last one read: nothing is skipped or read twice by that, and the
+    history check keeps its meaning. `stalls` says when.
     """
 
     STALL_S = 15.0
@@ -259,55 +260,34 @@ class BackgroundConsumer(threading.Thread):
         read = self.offsets.get(partition)
         return read[-1] + 1 if read else 0
 
-    def lagging(self, consumer: Any, partitions: list[int]) -> dict[int, tuple[int, int]]:
-        """Partitions whose high watermark is past what was read: {p: (next, high)};
-        empty when the bus cannot say (it may be away)."""
-        from confluent_kafka import KafkaException, TopicPartition
-
-        from core.bus import watermarks
-
-        behind = {}
-        for p in partitions:
-            try:
-                high = watermarks(consumer, TopicPartition(self.topic, p), self.ASK_S)[1]
-            except KafkaException:
-                return {}
-            if high > (at := self._next(p)):
-                behind[p] = (at, high)
-        return behind
-
     def run(self) -> None:
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        from core.bus import StallWatch
 
         consumer = self._consumer()
         # A fresh topic's leaders may not know their partition yet; with offset reset set
         # to "error", an early BEGINNING lookup would stop that partition for good.
         partitions = [tp.partition for tp in end_offsets(consumer, self.topic)]
         consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in partitions])
-        progress = checked = time.monotonic()
+        watch = StallWatch(self.topic, partitions, self.STALL_S, self.ASK_S)
         try:
             while not self._stop_event.is_set():
                 for msg in consumer.consume(num_messages=500, timeout=0.2):
                     if msg.error() is None:
                         self.values.append(msg.value().decode())
                         self.offsets.setdefault(msg.partition(), []).append(msg.offset())
-                        progress = time.monotonic()
+                        watch.read()
                     else:
                         self.errors.append(f"{msg.topic()}-{msg.partition()}: {msg.error()}")
-                now = time.monotonic()
-                if now - progress < self.STALL_S or now - checked < self.STALL_S:
+                stall = watch.check(consumer, self._next)
+                if stall is None:
                     continue
-                checked = now
-                behind = self.lagging(consumer, partitions)
-                if not behind:
-                    continue
-                self.stalls.append(f"nothing read for {now - progress:.0f} s with " + ", ".join(
-                    f"{self.topic}-{p} at {n} of {h}" for p, (n, h) in sorted(behind.items())))
+                self.stalls.append(str(stall))
                 consumer.close()
                 consumer = self._consumer()
                 consumer.assign([TopicPartition(self.topic, p, self._next(p))
                                  for p in partitions])
-                progress = time.monotonic()
         finally:
             consumer.close()
 

@@ -4,6 +4,11 @@ Its own consumer, with no group: it assigns every partition of the topic from th
 beginning (compaction keeps the latest record per group) and keeps the newest record
 keyed by the group. Every value crosses `schemas.wire` (through the record type); one it
 refuses is logged and skipped: the topic belongs to `serve`, which dead-letters.
+
+A reader that stops fetching while targets wait on the bus (librdkafka's assigned
+consumer can, after every broker restarted: `core.bus.StallWatch`) would keep the group
+on its last target until a restart; instead its consumer is replaced, each partition
+starting after the last record read, and a warning says so.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from core.bus import StallWatch
 from schemas.records import ConsumerAssignment
 from schemas.registry import RecordError
 
@@ -19,21 +25,24 @@ log = logging.getLogger("selfheal.consumers")
 
 
 class TargetReader:
-    """The newest target of ``group`` on ``topic``; `poll` never blocks."""
+    """The newest target of ``group`` on ``topic``. `poll` does not wait for records; when
+    nothing came for `STALL_S` it asks the bus for the partitions' ends, at most `ASK_S`
+    (once per `STALL_S`)."""
+
+    STALL_S = 15.0
+    ASK_S = 1.0
 
     def __init__(self, settings: Mapping[str, Any], topic: str, group: str,
                  cluster_id: str | None = None, timeout: float = 30.0) -> None:
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
         self.topic, self.group, self.cluster_id = topic, group, cluster_id
         self.latest: ConsumerAssignment | None = None
         self.refused = 0
         self.version = 0  # bumped whenever the latest target changes
-        # confluent-kafka insists on a group.id; this reader never joins it or commits.
-        self._consumer = Consumer({**settings, "group.id": f"{group}.selfheal-targets",
-                                   "enable.auto.commit": False,
-                                   "enable.partition.eof": False,
-                                   "fetch.message.max.bytes": 16 << 20})
+        self.stalls = 0  # consumers replaced because they stopped fetching
+        self._settings = settings
+        self._consumer = self._open()
         meta = self._consumer.list_topics(topic, timeout=timeout)
         found = meta.topics.get(topic)
         if found is None or found.error is not None or not found.partitions:
@@ -48,7 +57,18 @@ class TargetReader:
         self._consumer.assign(self._partitions)
         self._ends: dict[int, int] = {}
         self._positions: dict[int, int] = {}
+        self._watch = StallWatch(topic, [tp.partition for tp in self._partitions],
+                                 self.STALL_S, self.ASK_S)
         self.caught_up = False
+
+    def _open(self) -> Any:
+        from confluent_kafka import Consumer
+
+        # confluent-kafka insists on a group.id; this reader never joins it or commits.
+        return Consumer({**self._settings, "group.id": f"{self.group}.selfheal-targets",
+                         "enable.auto.commit": False,
+                         "enable.partition.eof": False,
+                         "fetch.message.max.bytes": 16 << 20})
 
     def catch_up(self, timeout: float = 30.0) -> None:
         """Read to the end of the topic as it was when called (the newest target then)."""
@@ -72,7 +92,24 @@ class TargetReader:
     def poll(self) -> ConsumerAssignment | None:
         """Take in what arrived; the newest target (None: none, or withdrawn)."""
         self._drain(0.0)
+        stall = self._watch.check(self._consumer, lambda p: self._positions.get(p, 0))
+        if stall is not None:
+            self._replace(str(stall))
         return self.latest
+
+    def _replace(self, why: str) -> None:
+        """A new consumer where the old one stood (the start where nothing was read)."""
+        from confluent_kafka import TopicPartition
+
+        self.stalls += 1
+        log.warning("the target reader of %s stopped fetching (%s); replacing its "
+                    "consumer (librdkafka #5153)", self.group, why)
+        self._consumer.close()
+        self._consumer = self._open()
+        self._consumer.assign([
+            TopicPartition(self.topic, tp.partition,
+                           self._positions.get(tp.partition, tp.offset))
+            for tp in self._partitions])
 
     def close(self) -> None:
         self._consumer.close()
@@ -90,6 +127,7 @@ class TargetReader:
                 if msg.error() is not None or partition is None or offset is None:
                     continue
                 self._positions[partition] = offset + 1
+                self._watch.read()
                 self._take(msg.key(), msg.value(), partition, offset)
             timeout = 0.0
 
