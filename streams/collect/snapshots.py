@@ -366,6 +366,47 @@ def _events_consumer(run: CollectorRun, topic: str) -> Any:
     return events
 
 
+class _EventReader:
+    """The collector's reader of ``topic``, assigned at its end. One that stops fetching
+    while events wait (`core.bus.StallWatch`) is replaced by a new one at the current end;
+    `stalled` says so, and the caller takes a full snapshot for the events it skipped (the
+    2 s log-dir probe would see most of what they said, later)."""
+
+    def __init__(self, run: CollectorRun, topic: str) -> None:
+        from core.bus import StallWatch
+
+        self.run, self.topic = run, topic
+        self.consumer = _events_consumer(run, topic)
+        self._next = {tp.partition: tp.offset for tp in self.consumer.assignment()}
+        self._watch = StallWatch(topic, sorted(self._next))
+
+    def consume(self, timeout: float) -> list[Any]:
+        batch: list[Any] = self.consumer.consume(num_messages=100, timeout=timeout)
+        for msg in batch:
+            if msg.error() is None:
+                self._next[msg.partition()] = msg.offset() + 1
+                self._watch.read()
+        return batch
+
+    def stalled(self) -> str | None:
+        """Why the reader was just replaced, or None."""
+        stall = self._watch.check(self.consumer, self._next.__getitem__)
+        if stall is None:
+            return None
+        why = f"the event reader stopped fetching ({stall}; librdkafka #5153)"
+        try:
+            fresh = _events_consumer(self.run, self.topic)
+        except Exception as exc:  # the bus went away since it answered: keep the old one
+            return f"{why}; no new reader yet ({exc}), asking again once the log grows"
+        self.consumer.close()
+        self.consumer = fresh
+        self._next = {tp.partition: tp.offset for tp in fresh.assignment()}
+        return f"{why}; replaced by a reader at the end, with a full snapshot"
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
 def run_snapshots(run: CollectorRun, interval: float, probe_interval: float) -> int:
     """The command's body; 0 after a clean stop (or a good ``--once``)."""
     collector = SnapshotCollector(run)
@@ -381,7 +422,7 @@ def run_snapshots(run: CollectorRun, interval: float, probe_interval: float) -> 
                 raise CollectError("no snapshot reached the bus; see the errors above")
             return 0
         events = run.retry(f"reading {collector.event_topic} on the bus",
-                           lambda: _events_consumer(run, collector.event_topic),
+                           lambda: _EventReader(run, collector.event_topic),
                            "check that the bus runs")
         if events is None:
             return 0
@@ -396,8 +437,8 @@ def run_snapshots(run: CollectorRun, interval: float, probe_interval: float) -> 
     return 0
 
 
-def _loop(run: CollectorRun, collector: SnapshotCollector, sink: RecordSink, events: Any,
-          interval: float, probe_interval: float) -> None:
+def _loop(run: CollectorRun, collector: SnapshotCollector, sink: RecordSink,
+          events: _EventReader, interval: float, probe_interval: float) -> None:
     coalescer = Coalescer(run.config.collect.event_coalesce_seconds)
     snapshots = Periodic(run, "snapshot", interval, _HINT)
     probes = Periodic(run, "log-dir probe", probe_interval, _HINT, first_in=probe_interval)
@@ -419,11 +460,13 @@ def _loop(run: CollectorRun, collector: SnapshotCollector, sink: RecordSink, eve
                 coalescer.note(time.monotonic(), "the probe saw a change", wait=False,
                                brokers=changed)
         wake = min(snapshots.due, probes.due, coalescer.due_at or float("inf"))
-        for msg in events.consume(num_messages=100,
-                                  timeout=min(0.5, max(0.0, wake - time.monotonic()))):
+        for msg in events.consume(timeout=min(0.5, max(0.0, wake - time.monotonic()))):
             trigger = collector.is_trigger(msg, sink)
             if trigger is not None:
                 why, broker = trigger
                 coalescer.note(time.monotonic(), why,
                                brokers=None if broker is None else [broker])
+        if (replaced := events.stalled()) is not None:
+            run.log(replaced)
+            coalescer.note(time.monotonic(), "events may have been skipped", wait=False)
         sink.poll(0)

@@ -224,3 +224,71 @@ def test_a_target_reader_at_the_end_keeps_its_consumer(monkeypatch):
         clock.now += targets.TargetReader.STALL_S + 1
         reader.poll()
     assert reader.stalls == 0 and len(bus.opened) == 1
+
+
+# --- the snapshot collector's event reader ------------------------------------------------
+
+
+class _EventsConsumer:
+    """Assigned at the end of a 3-partition events topic (`ends`, the bus's view, shared);
+    it never delivers: what moves in these tests is the bus's end."""
+
+    def __init__(self, ends: dict[int, int]) -> None:
+        self.ends, self.closed = ends, False
+        self.start = dict(ends)
+
+    def assignment(self) -> list[Any]:
+        return [SimpleNamespace(partition=p, offset=o) for p, o in sorted(self.start.items())]
+
+    def consume(self, num_messages: int, timeout: float) -> list[Any]:
+        return []
+
+    def get_watermark_offsets(self, tp: Any, timeout: float,
+                              cached: bool = False) -> tuple[int, int]:
+        return 0, self.ends[tp.partition]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_stalled_event_reader_is_replaced_at_the_end(monkeypatch):
+    from streams.collect import snapshots
+
+    ends = {0: 5, 1: 5, 2: 5}
+    opened: list[_EventsConsumer] = []
+
+    def open_at_end(run: Any, topic: str) -> _EventsConsumer:
+        opened.append(_EventsConsumer(ends))
+        return opened[-1]
+
+    monkeypatch.setattr(snapshots, "_events_consumer", open_at_end)
+    reader = snapshots._EventReader(None, "selfheal.logdir-events")  # type: ignore[arg-type]
+    reader._watch.stall_s = 0.0  # due at every check
+    assert reader.consume(0.0) == [] and reader.stalled() is None  # at the end: fine
+    ends[1] = 7  # two events the stuck consumer never fetches
+    why = reader.stalled()
+    assert why is not None and "selfheal.logdir-events-1 at 5 of 7" in why
+    assert "replaced" in why and len(opened) == 2 and opened[0].closed
+    assert reader.consumer is opened[1] and reader.stalled() is None  # the new one: at 7
+
+
+def test_an_event_reader_that_cannot_be_replaced_keeps_the_old_one(monkeypatch):
+    from streams.collect import snapshots
+
+    ends = {0: 5, 1: 5, 2: 5}
+    first = _EventsConsumer(ends)
+    calls: list[int] = []
+
+    def open_once(run: Any, topic: str) -> _EventsConsumer:
+        calls.append(1)
+        if len(calls) > 1:
+            raise OSError("the bus went away")
+        return first
+
+    monkeypatch.setattr(snapshots, "_events_consumer", open_once)
+    reader = snapshots._EventReader(None, "selfheal.logdir-events")  # type: ignore[arg-type]
+    reader._watch.stall_s = 0.0
+    ends[0] = 6
+    why = reader.stalled()
+    assert why is not None and "no new reader yet (the bus went away)" in why
+    assert reader.consumer is first and not first.closed
