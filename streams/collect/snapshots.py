@@ -378,7 +378,9 @@ class _EventReader:
         self.run, self.topic = run, topic
         self.consumer = _events_consumer(run, topic)
         self._next = {tp.partition: tp.offset for tp in self.consumer.assignment()}
-        self._watch = StallWatch(topic, sorted(self._next))
+        # asked inside the collector's loop: at most 1 s a partition, so an away bus
+        # holds the probe back little
+        self._watch = StallWatch(topic, sorted(self._next), ask_s=1.0)
 
     def consume(self, timeout: float) -> list[Any]:
         batch: list[Any] = self.consumer.consume(num_messages=100, timeout=timeout)
