@@ -17,15 +17,20 @@ from typing import Any
 LATENCY_BUCKETS = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 20.0, 30.0, 60.0,
                    120.0, 300.0, 600.0)
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0)
+# A batch at least this long says where its time went (a quiet batch takes 1-2.5 s).
+SLOW_BATCH_S = 5.0
 
 
 @dataclass
 class BatchOutput:
-    """What the sink wrote for one micro-batch."""
+    """What the sink wrote for one micro-batch; ``phases``: the sink's own seconds by
+    step (rows: computing the batch's rows, plan: the proposer with its snapshot
+    read-back, send: the bus's acknowledgements)."""
 
     actions: Counter[str] = field(default_factory=Counter)
     dead_letters: int = 0
     notes: int = 0
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 class StreamMetrics:
@@ -96,15 +101,32 @@ class StreamMetrics:
 
 
 def progress_line(batch_id: int, rows: int, seconds: float, output: BatchOutput,
-                  fast: int = 0) -> str:
+                  fast: int = 0, spark_ms: dict[str, int] | None = None) -> str:
     """``batch 12: 4210 rows (4100 on the fast path), 1 action (fix_offline_replicas),
-    0 dead letters, 0.84 s``."""
+    0 dead letters, 0.84 s``; a batch of `SLOW_BATCH_S` or more adds where its time
+    went: Spark's phases (``spark_ms``, the progress's durationMs) over 0.1 s, longest
+    first, with the sink's own steps inside addBatch."""
     count = sum(output.actions.values())
     kinds = ", ".join(f"{n} {t}" if n > 1 else t for t, n in sorted(output.actions.items()))
     actions = f"{count} action{'s' if count != 1 else ''}" + (f" ({kinds})" if kinds else "")
     letters = f"{output.dead_letters} dead letter{'s' if output.dead_letters != 1 else ''}"
     read = f"{rows} rows" + (f" ({fast} on the fast path)" if fast else "")
-    return f"batch {batch_id}: {read}, {actions}, {letters}, {seconds:.2f} s"
+    line = f"batch {batch_id}: {read}, {actions}, {letters}, {seconds:.2f} s"
+    if seconds < SLOW_BATCH_S:
+        return line
+    return f"{line}; slow, where it went: {_phases(spark_ms or {}, output.phases)}"
+
+
+def _phases(spark_ms: dict[str, int], sink: dict[str, float]) -> str:
+    steps = sorted(((name, ms / 1000) for name, ms in spark_ms.items()
+                    if name != "triggerExecution" and ms >= 100),
+                   key=lambda step: -step[1])
+    inside = ", ".join(f"{name} {s:.2f}" for name, s in sink.items())
+    parts = [f"{name} {s:.2f} s" + (f" ({inside})" if name == "addBatch" and inside else "")
+             for name, s in steps]
+    if inside and "addBatch" not in dict(steps):
+        parts.append(f"the sink: {inside}")
+    return ", ".join(parts) or "no phase over 0.1 s"
 
 
 def progress_listener(metrics: StreamMetrics, say: Callable[[str], None],
@@ -131,7 +153,8 @@ def progress_listener(metrics: StreamMetrics, say: Callable[[str], None],
             fast = int(seen["fast"] or 0) if seen is not None else 0
             metrics.fast_rows.inc(fast)
             say(progress_line(p.batchId, p.numInputRows, seconds,
-                              metrics.batch_output(p.batchId), fast))
+                              metrics.batch_output(p.batchId), fast,
+                              dict(p.durationMs or {})))
 
         def onQueryIdle(self, event: Any) -> None:
             pass

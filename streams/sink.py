@@ -5,6 +5,7 @@ failed delivery fails the batch, which Spark then runs again."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from core import bus, clock
@@ -45,8 +46,10 @@ class BatchSink:
             self.gate.leave()
 
     def _write(self, frame: Any, batch_id: int) -> None:
+        began = time.monotonic()
         rows = frame.collect()
-        output = BatchOutput()
+        planned = time.monotonic()
+        output = BatchOutput(phases={"rows": planned - began})
         errors: list[str] = []
 
         def delivered(err: Any, msg: Any) -> None:
@@ -81,7 +84,10 @@ class BatchSink:
                 self.metrics.latency.labels(action.type).observe(max(latency, 0.0))
                 output.actions[action.type] += 1
                 self.say(f"action {describe(action)}")
+        sending = time.monotonic()
+        output.phases["plan"] = sending - planned
         left = self.producer.flush(30.0)
+        output.phases["send"] = time.monotonic() - sending
         failures = list(errors)  # what the bus said, not the purge's own reports below
         if left:
             # Not sent yet: dropped here, so that the batch's second run (Spark's, or
