@@ -32,8 +32,8 @@ Say = Callable[[str], None]
 # The API timeout is short too: an admin listOffsets that saw a bus partition without a
 # leader (the moment a dir fails under it) waits for a node until its deadline, "Timed
 # out waiting for a node assignment", whatever the cluster does meanwhile; at 15 s that
-# cost every such fault ~16 s (demo: fault -> fix 20.6-22.2 s in 5 runs of 9; at 6 s,
-# 5.3-8.2 s in 10 runs of 10).
+# cost every such fault ~16 s (demo: fault -> fix 20.6-22.2 s in 4 runs of 9; at 6 s,
+# 5.2-8.2 s in 12 runs of 12).
 OFFSET_FETCH = {
     "kafka.request.timeout.ms": "5000",
     "kafka.default.api.timeout.ms": "6000",
