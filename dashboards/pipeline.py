@@ -46,6 +46,12 @@ def panels() -> list[Panel]:
                q(f"histogram_quantile(0.99, sum by (le) (rate("
                  f"selfheal_stream_batch_duration_seconds_bucket{{{C}}}{RATE})))", "p99")),
               unit="s"),
+        Panel("Job time by micro-batch phase",
+              (q(f"sum by (phase) (rate(selfheal_stream_batch_phase_seconds_total{{{C}}}"
+                 f"{RATE}))", "{{phase}}"),), unit="percentunit",
+              description="Share of the job's time in each phase of its micro-batches. "
+                          "latestOffset: waiting for the bus's end offsets; addBatch: "
+                          "the batch itself (runbook SelfhealPipelineStalled)"),
         Panel("Dead letters by source topic",
               (q(f"selfheal:stream_dead_letters:rate5m{{{C}}}", "{{topic}}"),), unit="ops"),
         Panel("Fault -> action latency",

@@ -200,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
             am = alertmanager.start(loop_dir / "alertmanager", the_loop.serve_url.replace(
                 "http://", f"http://selfheal:{the_loop.api_token}@") + "/alertmanager")
             prom = prometheus.start(state, alertmanager_url=am.url,
-                                    targets=prometheus.loop_targets(the_loop.config))
+                                    targets=the_loop.metrics_targets())
         except (alertmanager.AlertmanagerError, prometheus.PrometheusError) as exc:
             raise CliError(f"{exc} (`make deps` installs Debian's prometheus and "
                            "prometheus-alertmanager)", code=1) from None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import secrets
 import signal
 import sys
@@ -20,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sandbox import jvm, processes
+from sandbox import jvm, processes, prometheus
 from sandbox.state import SandboxState
 
 # name -> the `selfheal` sub-command that runs it
@@ -31,6 +32,9 @@ PIECES: dict[str, tuple[str, ...]] = {
     "stream": ("stream",),
     "serve": ("serve",),
 }
+# What a piece whose metrics port is 0 prints once it picked one (collectors, the job).
+_METRICS_AT = re.compile(r"\[(?:collect \w+|stream)\] (?:own metrics at|metrics on) "
+                         r"http://([\w.:-]+)/metrics")
 
 
 class LoopError(RuntimeError):
@@ -168,6 +172,24 @@ class Loop:
     def topic(self, name: str) -> str:
         """A bus topic's full name under this loop's prefix: ``topic("actions")``."""
         return str(self.config.get("bus", {}).get("topic_prefix", "selfheal.")) + name
+
+    def metrics_targets(self) -> dict[str, str]:
+        """Where each started piece serves /metrics (``{name: "host:port"}``): the port
+        fixed in the configuration, or the one the piece picked and printed in its log
+        (no port is picked here, so none can be taken by another process meanwhile)."""
+        found = {name: address
+                 for name, address in prometheus.loop_targets(self.config).items()
+                 if name in self.pieces and self.pieces[name].pid is not None}
+        for name, piece in self.pieces.items():
+            if name in found or piece.pid is None:
+                continue
+            try:
+                printed = _METRICS_AT.findall(piece.log.read_text(errors="replace"))
+            except FileNotFoundError:
+                continue
+            if printed:  # the last start's
+                found[name] = printed[-1]
+        return found
 
     @property
     def serve_url(self) -> str:

@@ -51,6 +51,10 @@ class StreamMetrics:
         self.batch_duration = Histogram("selfheal_stream_batch_duration_seconds",
                                         "Micro-batch duration", buckets=DURATION_BUCKETS,
                                         registry=r)
+        self.batch_phases = Counter("selfheal_stream_batch_phase_seconds",
+                                    "Micro-batch seconds by Spark phase (latestOffset: "
+                                    "asking the bus for its end offsets; addBatch: the "
+                                    "batch itself; ...)", ["phase"], registry=r)
         self.actions = Counter("selfheal_stream_actions", "Actions proposed, by type",
                                ["type"], registry=r)
         self.dead_letters = Counter("selfheal_stream_dead_letters",
@@ -146,6 +150,10 @@ def progress_listener(metrics: StreamMetrics, say: Callable[[str], None],
             metrics.processed_rate.set(p.processedRowsPerSecond or 0.0)
             seconds = (p.batchDuration or 0) / 1000
             metrics.batch_duration.observe(seconds)
+            spark_ms = dict(p.durationMs or {})
+            for phase, ms in spark_ms.items():
+                if phase != "triggerExecution":  # the whole, not a phase
+                    metrics.batch_phases.labels(phase).inc(ms / 1000)
             for op in p.stateOperators or ():
                 metrics.dropped_late.inc(op.numRowsDroppedByWatermark or 0)
                 metrics.state_rows.set(op.numRowsTotal or 0)
@@ -153,8 +161,7 @@ def progress_listener(metrics: StreamMetrics, say: Callable[[str], None],
             fast = int(seen["fast"] or 0) if seen is not None else 0
             metrics.fast_rows.inc(fast)
             say(progress_line(p.batchId, p.numInputRows, seconds,
-                              metrics.batch_output(p.batchId), fast,
-                              dict(p.durationMs or {})))
+                              metrics.batch_output(p.batchId), fast, spark_ms))
 
         def onQueryIdle(self, event: Any) -> None:
             pass

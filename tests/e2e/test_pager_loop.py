@@ -28,7 +28,9 @@ from remediation.service.links import LinkSigner
 from sandbox import alertmanager, cluster, loop, prometheus, traffic
 from sandbox.pager_receiver import ROUTING_KEY, PagerReceiver, Received
 from sandbox.state import SandboxState
+from tests.dashboards.queries import concrete, run_panels
 from tests.e2e.loop_support import drop_topics, wait, wait_for_batches
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -245,12 +247,32 @@ def test_a_real_alert_pages_with_the_fix_link_and_the_resolve_follows(
         am = alertmanager.start(work / "am", the_loop.serve_url.replace(
             "http://", f"http://selfheal:{the_loop.api_token}@") + "/alertmanager")
         prom = prometheus.start(state, alertmanager_url=am.url,
-                                targets=prometheus.loop_targets(the_loop.config))
+                                targets=the_loop.metrics_targets())
         unused = [b.node_id for b in state.brokers]
         for run in range(RUNS):
             latencies.append(one_run(state, the_loop, receiver, prom, signer, browser, run,
                                      unused, producers, failed))
         assert receiver.invalid() == [], [(r.channel, r.problems) for r in receiver.invalid()]
+        # The job's panels on this real Prometheus, with the job running (the observe
+        # test runs none): every "Job ..." panel of the pipeline dashboard has a series.
+        def job_panels() -> dict[str, int]:
+            returned, errors = run_panels(prom, state.cluster_id)
+            assert errors == []
+            return {title: n for (board, title), n in returned.items()
+                    if board == "pipeline" and title.startswith("Job ")}
+
+        def all_with_data() -> dict[str, int] | None:
+            panels = job_panels()
+            return panels if all(panels.values()) else None
+
+        job = wait_until(all_with_data, "data on the pipeline dashboard's job panels", 60,
+                         every=2.0, explain=lambda: str(job_panels()))
+        assert set(job) == {"Job input rate", "Job micro-batch duration",
+                            "Job time by micro-batch phase"}
+        phases = {s["metric"]["phase"] for s in prom.query(concrete(
+            'sum by (phase) (selfheal_stream_batch_phase_seconds_total{cluster=~"$cluster"})',
+            state.cluster_id))}
+        assert {"addBatch", "latestOffset"} <= phases and "triggerExecution" not in phases
         # Bad input on the real serve's webhook: another payload version, no token, a
         # wrong one. Each refused; nothing paged, nothing changed.
         def ids() -> set[str]:

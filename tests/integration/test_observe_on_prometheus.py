@@ -17,6 +17,7 @@ from dashboards.panels import Panel
 from sandbox import alertmanager, loop, processes, prometheus, traffic
 from sandbox.cluster import disk_failed, fail_disk, heal_disk
 from tests.conftest import run_cli
+from tests.dashboards.queries import concrete, run_panels
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
@@ -29,31 +30,9 @@ def wait_for(what: str, probe: Callable[[], Any], timeout: float = 120.0) -> Any
     return wait_until(probe, what, timeout, every=1.0)
 
 
-def concrete(expr: str, cluster: str) -> str:
-    """A panel's query as Grafana would send it for one cluster and a 2 s scrape."""
-    return expr.replace("$cluster", cluster).replace("$__rate_interval", "1m")
-
-
 def am_alerts(am: alertmanager.Alertmanager) -> list[dict[str, Any]]:
     with urllib.request.urlopen(f"{am.url}/api/v2/alerts", timeout=5) as resp:
         return list(json.load(resp))
-
-
-def run_panels(prom: prometheus.Prometheus, cluster: str
-               ) -> tuple[dict[tuple[str, str], int], list[str]]:
-    """Every panel's every query: ``{(dashboard, title): series returned}`` and errors."""
-    returned: dict[tuple[str, str], int] = {}
-    errors = []
-    for name, module in build.MODULES.items():
-        for panel in module.panels():
-            count = 0
-            for query in panel.queries:
-                try:
-                    count += len(prom.query(concrete(query.expr, cluster)))
-                except prometheus.PrometheusError as exc:
-                    errors.append(f"{name} / {panel.title}: {query.expr}: {exc}")
-            returned[(name, panel.title)] = count
-    return returned, errors
 
 
 def fault_panels() -> list[tuple[str, Panel]]:

@@ -33,3 +33,29 @@ def test_every_piece_runs_selfheal_with_the_loop_config_and_a_unique_marker(tmp_
         assert piece.argv[-len(loop.PIECES[name]):] == list(loop.PIECES[name])
         assert str(prepared.config_path) in piece.argv
         assert not piece.running()
+
+
+def test_metrics_targets_are_the_fixed_ports_and_what_started_pieces_printed(tmp_path):
+    state = cluster.plan_layout(tmp_path / "sb", brokers=1, log_dirs=1, racks=0, mode="zk")
+    prepared = loop.prepare(state, tmp_path / "loop", overrides={
+        "collect": {"zk_http_port": 40123}})
+    pieces = prepared.pieces
+    for piece in pieces.values():
+        piece.log.parent.mkdir(parents=True, exist_ok=True)
+    pieces["collect-metrics"].log.write_text(
+        "10:00:00 [collect metrics] own metrics at http://127.0.0.1:41001/metrics\n")
+    # restarted: the last start's address counts
+    pieces["stream"].log.write_text(
+        "10:00:01 [stream] metrics on http://127.0.0.1:41002/metrics\nbatch lines\n"
+        "10:05:00 [stream] metrics on http://127.0.0.1:41003/metrics\n")
+    pieces["collect-snapshots"].log.write_text("10:00:00 [collect snapshots] starting\n")
+    for name in ("collect-metrics", "collect-zk", "collect-snapshots", "stream", "serve"):
+        pieces[name].pid = 1  # started (the method reads logs and the configuration only)
+    assert prepared.metrics_targets() == {
+        "collect-metrics": "127.0.0.1:41001",
+        "collect-zk": "127.0.0.1:40123",  # fixed in the configuration
+        "stream": "127.0.0.1:41003",
+        "serve": f"127.0.0.1:{prepared.config['serve']['http_port']}",
+    }  # collect-snapshots printed nothing yet: no target
+    pieces["serve"].pid = None  # never started: no target, even with a fixed port
+    assert "serve" not in prepared.metrics_targets()
