@@ -19,6 +19,8 @@ LATENCY_BUCKETS = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 20.0, 30.0
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0)
 # A batch at least this long says where its time went (a quiet batch takes 1-2.5 s).
 SLOW_BATCH_S = 5.0
+# Spark's durationMs entry for the whole batch; every other entry is one phase of it.
+WHOLE_BATCH = "triggerExecution"
 
 
 @dataclass
@@ -123,7 +125,7 @@ def progress_line(batch_id: int, rows: int, seconds: float, output: BatchOutput,
 
 def _phases(spark_ms: dict[str, int], sink: dict[str, float]) -> str:
     steps = sorted(((name, ms / 1000) for name, ms in spark_ms.items()
-                    if name != "triggerExecution" and ms >= 100),
+                    if name != WHOLE_BATCH and ms >= 100),
                    key=lambda step: -step[1])
     inside = ", ".join(f"{name} {s:.2f}" for name, s in sink.items())
     parts = [f"{name} {s:.2f} s" + (f" ({inside})" if name == "addBatch" and inside else "")
@@ -152,7 +154,7 @@ def progress_listener(metrics: StreamMetrics, say: Callable[[str], None],
             metrics.batch_duration.observe(seconds)
             spark_ms = dict(p.durationMs or {})
             for phase, ms in spark_ms.items():
-                if phase != "triggerExecution":  # the whole, not a phase
+                if phase != WHOLE_BATCH:
                     metrics.batch_phases.labels(phase).inc(ms / 1000)
             for op in p.stateOperators or ():
                 metrics.dropped_late.inc(op.numRowsDroppedByWatermark or 0)
