@@ -1,7 +1,7 @@
 """The job's stateful step: one group per cluster, the detector's state in the state store.
 
 `applyInPandasWithState` calls `detect_group` with one cluster's signals of a micro-batch
-and that cluster's `ClusterState` (a JSON string in RocksDB). It steps the pure
+and that cluster's `ClusterState` (a JSON string in the state store). It steps the pure
 `streams.detect.Detector` and emits decisions and notes; dead letters (key "") pass
 straight through, so the batch sink sees everything in one frame. No timeout: late
 records are never dropped by Spark here (the detector orders evidence by event time
