@@ -178,8 +178,9 @@ def report(label: str, m: dict[str, Any]) -> None:
           f" {kinds}); {m['rows']:.0f} rows a batch")
     print(f"    Spark's phases, ms (median): {phases}")
     quiet = ", ".join(f"{k} {v:.2f}" for k, v in sorted(m["quiet_kinds"].items()))
-    print(f"    quiet job {m['quiet_cores']:.3f} cores ({quiet} CPU s); idle job at a {SCRAPE_S:.0f} s scrape "
-          f"{m['cores']:.3f} cores (target 0.05), an idle batch target 0.3 CPU s")
+    print(f"    quiet job {m['quiet_cores']:.3f} cores ({quiet} CPU s); idle job at a "
+          f"{SCRAPE_S:.0f} s scrape {m['cores']:.3f} cores (target 0.05), an idle batch "
+          "target 0.3 CPU s")
 
 
 def main(argv: list[str] | None = None) -> None:

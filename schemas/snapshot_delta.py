@@ -53,6 +53,7 @@ def check_delta(value: bytes | None) -> SnapshotDelta:
     """Decode and check one delta record; `RecordError` says what is wrong."""
     if value is None or len(value) > wire.limit(DELTA):
         wire.decode(DELTA, value)  # raises: a tombstone, or over the limit
+        raise AssertionError("unreachable")
     try:
         delta = _DECODER.decode(value)
     except msgspec.ValidationError as exc:

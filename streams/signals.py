@@ -24,6 +24,7 @@ from schemas.records import DeadLetter
 from schemas.registry import RecordError
 from schemas.snapshot import SnapshotError, snapshot_from_dict
 from schemas.snapshot_decode import decode_snapshot
+from schemas.snapshot_delta import check_delta
 from schemas.snapshot_types import Snapshot
 from streams.facts import FactLimits, snapshot_facts
 from streams.prescreen import is_certain_gauge
@@ -42,6 +43,7 @@ ONLINE = "online"  # the per-dir gauge reads 0
 GONE = "gone"  # a broker deregistered
 BACK = "back"  # a broker registered again
 SNAPSHOT = "snapshot"  # body: SnapshotFacts JSON
+DELTA = "delta"  # body: the snapshot delta record (schemas/snapshot_delta.py), checked
 REJECT = "reject"  # body: the DeadLetter JSON; key is ""
 
 COUNT_GAUGE = "kafka_log_offline_log_directory_count"
@@ -204,7 +206,9 @@ def _unchunk(rows: Rows, topics: list[str], partitions: list[int], offsets: list
              stamps: list[int], values: list[bytes | None], source: ChunkSource | None
              ) -> tuple[list[int], list[bytes | None], list[int]]:
     """A chunked snapshot's records (schemas/snapshot_chunks.py) made whole: each chunk is
-    checked as it comes (a bad one is a dead letter) and signals nothing; each manifest
+    checked as it comes (a bad one is a dead letter) and signals nothing; a failure's
+    delta (schemas/snapshot_delta.py) is checked by its decoder and signals as it is,
+    small; each manifest
     becomes its assembled snapshot, from chunks in this batch or found before it on the
     bus, and a manifest whose chunks cannot all be found is a dead letter saying so.
     Returns the rows that go on as snapshots (whole ones and assembled manifests), their
@@ -222,6 +226,16 @@ def _unchunk(rows: Rows, topics: list[str], partitions: list[int], offsets: list
     in_batch: dict[str, bytes] = {}
     refused: dict[str, int] = {}  # digest -> offset of a chunk refused in this batch
     for i, kind in enumerate(kinds):
+        if kind == chunking.DELTA:
+            try:
+                delta = check_delta(values[i])
+            except RecordError as exc:
+                refuse(i, str(exc))
+                continue
+            value = values[i]
+            assert value is not None  # check_delta refuses a tombstone
+            rows.add(delta.cluster_id, DELTA, clock.epoch_ms(delta.taken_at), topics[i],
+                     partitions[i], offsets[i], body=bytes(value).decode("utf-8"))
         if kind == chunking.CHUNK:
             try:
                 chunking.check_chunk(values[i])

@@ -31,7 +31,8 @@ class BatchSink:
         self.metrics = metrics
         self.say = say
         self.reader = SnapshotReader(config)
-        self.proposer = Proposer(self.reader, config.detect.disk_skew_threshold)
+        self.proposer = Proposer(self.reader, config.detect.disk_skew_threshold,
+                                 read_delta=self.reader.delta)
         self.producer = producer(config)
         self.signer = signer(config)
         self.actions_topic = config.topic("actions")

@@ -13,21 +13,24 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from schemas.snapshot_delta import check_delta
 from streams.detect import Detector
 from streams.detect_types import (
     LOGDIR_EVENT,
     BrokerBack,
     BrokerGone,
     ClusterState,
+    DeltaSeen,
     DetectSettings,
     DirOnline,
     Failure,
+    Note,
     Signal,
     SnapshotFacts,
     SnapshotRef,
     SnapshotSeen,
 )
-from streams.signals import BACK, FAILURE, GONE, ONLINE, REJECT, SNAPSHOT
+from streams.signals import BACK, DELTA, FAILURE, GONE, ONLINE, REJECT, SNAPSHOT
 
 OUTCOME_DDL = "cluster_id STRING, kind STRING, body STRING"
 STATE_DDL = "state STRING"
@@ -55,7 +58,22 @@ def signal_of(row: Any) -> Signal:
     if row.kind == SNAPSHOT:
         ref = SnapshotRef(row.topic, int(row.partition), int(row.offset), ms)
         return SnapshotSeen(ms, ref, SnapshotFacts.from_json(row.body))
+    if row.kind == DELTA:
+        ref = SnapshotRef(row.topic, int(row.partition), int(row.offset), ms)
+        return DeltaSeen(ms, ref, check_delta(row.body.encode("utf-8")).dirs(), row.body)
     raise ValueError(f"unknown signal kind {row.kind!r}")
+
+
+def dead_letter(note: Note) -> str:
+    """The dead letter of a record the detector refused (a `Note` with its letter)."""
+    from core import clock
+    from schemas.records import DeadLetter
+
+    assert note.letter is not None
+    ref, body = note.letter
+    letter = DeadLetter.reject(body.encode("utf-8"), note.text, ref.topic, ref.partition,
+                               ref.offset, cluster_id=note.cluster_id, event_time=clock.text())
+    return letter.to_json().decode("utf-8")
 
 
 def detect_group(settings: DetectSettings) -> Callable[..., Iterator[Any]]:
@@ -85,7 +103,10 @@ def detect_group(settings: DetectSettings) -> Callable[..., Iterator[Any]]:
             for d in decisions:
                 emit(DECISION, d.to_json())
             for n in notes:
-                emit(NOTE, n.text)
+                if n.letter is not None:
+                    emit(DEAD_LETTER, dead_letter(n))
+                else:
+                    emit(NOTE, n.text)
         if out["kind"]:  # no empty frames through Arrow (see streams.signals.to_signals)
             yield pd.DataFrame(out, columns=["cluster_id", "kind", "body"])
 

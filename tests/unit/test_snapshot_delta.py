@@ -126,3 +126,15 @@ def test_a_bad_delta_is_refused_with_where_and_why(change, where, words):
 def test_what_is_no_delta_at_all_is_refused(value):
     with pytest.raises(RecordError):
         check_delta(value)
+
+
+def test_the_schema_files_example_and_fields_are_the_decoders():
+    from schemas import registry
+    from schemas.snapshot_delta import DELTA, SnapshotDelta
+
+    root = registry.schema(DELTA)
+    assert set(root["required"]) == set(SnapshotDelta.__struct_fields__)
+    for example in root["examples"]:
+        registry.validate(DELTA, example)
+        check_delta(msgspec.json.encode(example))
+    registry.validate(DELTA, GOOD)
