@@ -105,6 +105,7 @@ class SnapshotCollector:
         self.memory = PlacementMemory()
         self.placement = PlacementMetrics(run.telemetry.registry)
         self.view: ClusterView | None = None
+        self.sent_taken_at: str | None = None  # of the last full snapshot sent
         self._admin: Any = None
         self._stack = contextlib.ExitStack()
 
@@ -175,6 +176,7 @@ class SnapshotCollector:
         if not sink.send(self.snapshot_topic, manifest, self.cluster_id.encode(),
                          self.run.stop):
             return False
+        self.sent_taken_at = doc["taken_at"]
         self.placement.update(snapshot)
         alive = {b["id"] for b in doc["brokers"] if b["alive"]}
         self.observe(sink, alive, {
@@ -191,6 +193,40 @@ class SnapshotCollector:
                      f"{seconds:.2f} s, "
                      f"{self.memory.last_described} of {len(doc['brokers'])} brokers' "
                      "dirs described")
+        return True
+
+    def delta(self, sink: RecordSink, brokers: set[int], reason: str) -> bool:
+        """A failure's own evidence, small and at once: ``brokers``' dirs and partitions as
+        a delta (schemas/snapshot_delta.py) ahead of the full snapshot. Keyed
+        ``<cluster>/delta``: compaction keeps the cluster's manifest; the topic's one
+        partition keeps the order."""
+        import msgspec
+
+        from core.live import read_snapshot
+        from schemas.snapshot_delta import check_delta, make_delta
+
+        started = time.monotonic()
+        try:
+            doc = read_snapshot(self.admin(), self.cluster_id, self.memory, only=brokers,
+                                max_age=self.reuse_seconds)
+        except Exception:
+            self.close_admin()
+            raise
+        self.cluster_id = self.cluster_id or doc["cluster_id"]
+        known = brokers & {b["id"] for b in doc["brokers"]}
+        if not known:
+            return False
+        value = msgspec.json.encode(make_delta(doc, known, self.sent_taken_at, reason))
+        try:
+            check_delta(value)  # exactly what the job will do with it
+        except RecordError as exc:
+            sink.dead_letter(value, exc, self.snapshot_topic, self.cluster_id)
+            return False
+        if not sink.send(self.snapshot_topic, value, f"{self.cluster_id}/delta".encode(),
+                         self.run.stop):
+            return False
+        self.run.log(f"delta ({reason}): broker(s) {', '.join(map(str, sorted(known)))}, "
+                     f"{len(value)} bytes, {time.monotonic() - started:.2f} s")
         return True
 
     def add_groups(self, doc: dict[str, Any]) -> None:
@@ -394,6 +430,9 @@ def _loop(run: CollectorRun, collector: SnapshotCollector, sink: RecordSink,
         if probes.is_due(now):
             _ok, changed = probes.attempt(lambda: collector.probe(sink))
             if changed:
+                # The failure's own evidence first; the full snapshot follows at once.
+                snapshots.attempt(functools.partial(collector.delta, sink, set(changed),
+                                                    "the probe saw a change"))
                 coalescer.note(time.monotonic(), "the probe saw a change", wait=False,
                                brokers=changed)
         wake = min(snapshots.due, probes.due, coalescer.due_at or float("inf"))
@@ -401,6 +440,8 @@ def _loop(run: CollectorRun, collector: SnapshotCollector, sink: RecordSink,
             trigger = collector.is_trigger(msg, sink)
             if trigger is not None:
                 why, broker = trigger
+                if not first:
+                    probes.due = time.monotonic()  # which brokers changed: their delta
                 coalescer.note(time.monotonic(), why,
                                brokers=None if broker is None else [broker])
         if (replaced := events.stalled()) is not None:
