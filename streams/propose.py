@@ -1,8 +1,10 @@
 """Decisions in, action records out: the planners run here, on the driver.
 
 The detector keeps no snapshot in its state, only where the latest one sits on the bus;
-a decision brings that reference and the dirs the detector holds offline. The snapshot
-is read back (one record, cached while decisions reuse it), the held dirs are marked
+a decision brings that reference, the failure's delta when one came after it, and the
+dirs the detector holds offline. The snapshot is the one the driver keeps decoded
+(streams/keeper.py reads each new one ahead, off the batch's path), the delta is applied
+to it in memory (schemas/snapshot_delta.py), the held dirs are marked
 offline in it (the snapshot may predate the failure: the gauge can beat the collector),
 and the planner for the decision's type runs on the whole cluster model. Each action
 names only what its trigger is about: the partitions with a replica on the failed dir,
@@ -11,7 +13,7 @@ the moves on the skewed broker. Same snapshot, same decision: same plan, same ac
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -43,10 +45,7 @@ from streams.detect_types import (
     Decision,
     SnapshotRef,
 )
-
-# (where, cluster id) -> the record's value; LookupError when it cannot be read back.
-ReadSnapshot = Callable[[SnapshotRef, str], bytes]
-
+from streams.keeper import ReadSnapshot, SnapshotKeeper
 
 
 def mark_offline(doc: dict[str, Any], dirs: Iterable[tuple[int, str]]) -> None:
@@ -72,21 +71,18 @@ class Proposer:
     """Turns decisions into validated action records."""
 
     def __init__(self, read_snapshot: ReadSnapshot, disk_skew_threshold: float = 1.10,
-                 read_delta: ReadSnapshot | None = None) -> None:
-        self.read_snapshot = read_snapshot
+                 read_delta: ReadSnapshot | None = None,
+                 keeper: SnapshotKeeper | None = None) -> None:
         self.read_delta = read_delta or read_snapshot
         self.threshold = disk_skew_threshold
-        # The latest full snapshot's document, decoded once and kept: a failure's delta
-        # is applied to it in memory, never by reading the whole snapshot again.
-        self._base: tuple[SnapshotRef, str, dict[str, Any]] | None = None
+        # Each cluster's latest full snapshot, decoded once and kept (streams/keeper.py):
+        # a failure's delta is applied to it in memory.
+        self.keeper = keeper or SnapshotKeeper(read_snapshot)
         self._model: tuple[tuple[Any, ...], ClusterModel] | None = None
 
     def base(self, ref: SnapshotRef, cluster_id: str) -> dict[str, Any]:
         """The snapshot document at ``ref``, from memory when it is the one kept."""
-        if self._base is None or self._base[:2] != (ref, cluster_id):
-            doc = msgspec.json.decode(self.read_snapshot(ref, cluster_id))
-            self._base = (ref, cluster_id, doc)
-        return self._base[2]
+        return self.keeper.get(ref, cluster_id)
 
     def model(self, decision: Decision) -> ClusterModel:
         """The cluster model of the decision's snapshot (+ its failure's delta) with its

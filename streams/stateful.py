@@ -10,6 +10,8 @@ itself); the event-time watermark expires failure signals that no dir explains.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -39,6 +41,7 @@ STATE_DDL = "state STRING"
 DECISION = "decision"  # body: Decision JSON
 NOTE = "note"  # body: text for the operator
 DEAD_LETTER = "dead_letter"  # body: DeadLetter JSON
+KEEP = "keep"  # body: the SnapshotRef JSON of the cluster's newer full snapshot
 
 
 def signal_of(row: Any) -> Signal:
@@ -97,9 +100,13 @@ def detect_group(settings: DetectSettings) -> Callable[..., Iterator[Any]]:
         signals = [signal_of(r) for r in rows if r.kind != REJECT]
         if cluster and signals:
             current = ClusterState.from_json(state.get[0]) if state.exists else ClusterState()
+            before = current.snapshot
             decisions, notes = Detector(settings).step(
                 cluster, current, signals, state.getCurrentWatermarkMs())
             state.update((current.to_json(),))
+            if current.snapshot is not None and current.snapshot != before:
+                # the driver reads it ahead, for the next failure's plan (streams/keeper.py)
+                emit(KEEP, json.dumps(dataclasses.asdict(current.snapshot)))
             for d in decisions:
                 emit(DECISION, d.to_json())
             for n in notes:
