@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from core.errors import CliError
+from sandbox import versions
 
 
 def quiet_kafka_python() -> None:
@@ -51,7 +52,8 @@ def _up(args: argparse.Namespace) -> int:
     from sandbox import cluster
 
     state = cluster.up(args.work_dir, brokers=args.brokers, log_dirs=args.log_dirs,
-                       racks=args.racks, mode=args.mode, progress=_progress)
+                       racks=args.racks, mode=args.mode, kafka=args.kafka,
+                       progress=_progress)
     print(state.bootstrap_servers)
     return 0
 
@@ -189,8 +191,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--log-dirs", type=int, default=2, help="log dirs per broker (default 2)")
     p.add_argument("--racks", type=int, default=3,
                    help="racks, assigned round robin; 0 for no broker.rack (default 3)")
-    p.add_argument("--mode", choices=("zk", "kraft"), default="zk",
-                   help="ZooKeeper mode (default) or KRaft (KIP-858 JBOD)")
+    p.add_argument("--kafka", choices=tuple(versions.LINES), default=versions.DEFAULT_LINE,
+                   help="the Kafka line to run (default %(default)s; "
+                   f"{versions.OLDEST_LINE} is the last with ZooKeeper mode)")
+    p.add_argument("--mode", choices=("zk", "kraft"), default=None,
+                   help="KRaft (default; KIP-858 JBOD) or ZooKeeper (Kafka 3.9 only)")
     p.set_defaults(func=_up)
 
     p = sub.add_parser("down", help="stop every sandbox process by PID")

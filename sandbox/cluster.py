@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from sandbox import configs, jvm, kraft, processes
+from sandbox import configs, jvm, kraft, processes, versions
 from sandbox.jvm import SandboxError
 from sandbox.ports import PortBook, PortClash
 from sandbox.startup import StartupFailed, check_alive, log_tail, wait_port
@@ -59,26 +59,30 @@ def _rack_names(racks: int) -> list[str]:
 
 
 def plan_layout(
-    work_dir: Path, brokers: int, log_dirs: int, racks: int, mode: str,
-    ports: PortBook | None = None,
+    work_dir: Path, brokers: int, log_dirs: int, racks: int, mode: str | None = None,
+    ports: PortBook | None = None, kafka: str = versions.DEFAULT_LINE,
 ) -> SandboxState:
     """Decide ports, paths and racks and write every config file; start nothing. With
-    ``ports``, every port stays reserved in that book until released."""
+    ``ports``, every port stays reserved in that book until released. ``mode`` defaults
+    to KRaft."""
     if brokers < 1 or log_dirs < 1:
         raise SandboxError("--brokers and --log-dirs must be at least 1")
     if racks < 0:
         raise SandboxError("--racks must be 0 (no racks) or more")
-    if mode not in ("zk", "kraft"):
-        raise SandboxError(f"--mode must be zk or kraft, not {mode!r}")
+    try:
+        mode = mode or versions.default_mode(kafka)
+        line = versions.check_mode(kafka, mode)
+    except versions.UnsupportedKafka as exc:
+        raise SandboxError(str(exc)) from None
     rack_names = _rack_names(racks)
     book = ports or PortBook()
     state = SandboxState(mode=mode, work_dir=str(work_dir), cluster_id=_new_cluster_id(),
-                         brokers=[])
+                         brokers=[], kafka=line.line, quorum=line.quorum)
 
     def server(role: str, node_id: int, name: str, exporter: bool) -> ServerState:
         conf_dir = work_dir / name
         conf_dir.mkdir(parents=True, exist_ok=True)
-        configs.write_log4j(conf_dir / "log4j.properties", conf_dir / "server.log")
+        line.write_log_config(conf_dir, conf_dir / "server.log")
         return ServerState(
             role=role,
             node_id=node_id,
@@ -100,7 +104,8 @@ def plan_layout(
         ctl.metadata_dir = str(work_dir / "controller" / "metadata")
         configs.write_properties(
             Path(ctl.config),
-            configs.kraft_controller_props(ctl.node_id, ctl.port, Path(ctl.metadata_dir)),
+            configs.kraft_controller_props(ctl.node_id, ctl.port, Path(ctl.metadata_dir),
+                                           state.quorum),
         )
         state.controller = ctl
 
@@ -119,7 +124,7 @@ def plan_layout(
             b.metadata_dir = str(work_dir / f"broker-{broker_id}" / "metadata")
             props = configs.kraft_broker_props(
                 broker_id, b.port, b.rack, dirs, Path(b.metadata_dir),
-                state.controller.node_id, state.controller.port, brokers,
+                state.controller.node_id, state.controller.port, brokers, state.quorum,
             )
         configs.write_properties(Path(b.config), props)
         state.brokers.append(b)
@@ -136,11 +141,13 @@ def up(
     brokers: int = 3,
     log_dirs: int = 2,
     racks: int = 3,
-    mode: str = "zk",
+    mode: str | None = None,
     timeout: float = 180.0,
     progress: Progress = _quiet,
+    kafka: str = versions.DEFAULT_LINE,
 ) -> SandboxState:
     """Start a fresh sandbox and wait until every broker serves; returns its state.
+    ``kafka`` is a line of sandbox/versions.py; ``mode`` defaults to KRaft.
 
     A server that loses its port to another process is retried with new ports (saying
     so); any other failure stops what started and ends in one SandboxError line."""
@@ -159,7 +166,8 @@ def up(
     for attempt in range(1, PORT_ATTEMPTS + 1):
         work_dir.mkdir(parents=True, exist_ok=True)
         try:
-            return _up_once(work_dir, brokers, log_dirs, racks, mode, timeout, progress)
+            return _up_once(work_dir, brokers, log_dirs, racks, mode, kafka, timeout,
+                            progress)
         except PortClash as exc:
             if attempt == PORT_ATTEMPTS:
                 raise SandboxError(f"{exc} ({PORT_ATTEMPTS} tries, each with new ports); "
@@ -174,18 +182,20 @@ def up(
     raise AssertionError("unreachable")
 
 
-def _up_once(work_dir: Path, brokers: int, log_dirs: int, racks: int, mode: str,
-             timeout: float, progress: Progress) -> SandboxState:
+def _up_once(work_dir: Path, brokers: int, log_dirs: int, racks: int, mode: str | None,
+             kafka: str, timeout: float, progress: Progress) -> SandboxState:
     started = time.monotonic()
     with PortBook() as book:
-        state = plan_layout(work_dir, brokers, log_dirs, racks, mode, ports=book)
+        state = plan_layout(work_dir, brokers, log_dirs, racks, mode, ports=book,
+                            kafka=kafka)
         state.save()
         progress(
-            f"sandbox in {work_dir}: {mode} mode, {brokers} brokers x {log_dirs} log dirs, "
+            f"sandbox in {work_dir}: Kafka {versions.line(state.kafka).version}, "
+            f"{state.mode} mode, {brokers} brokers x {log_dirs} log dirs, "
             f"{racks or 'no'} racks"
         )
         try:
-            if mode == "kraft":
+            if state.mode == "kraft":
                 kraft.format_all(state, progress)
             head = state.zookeeper or state.controller
             assert head is not None

@@ -24,7 +24,8 @@ DETECT = {"detect": {"broker_death_grace_seconds": GRACE_S},
 
 @pytest.fixture(scope="module")
 def four(tmp_path_factory) -> Iterator[SandboxState]:
-    state = cluster.up(tmp_path_factory.mktemp("four-brokers"), brokers=4, racks=2)
+    state = cluster.up(tmp_path_factory.mktemp("four-brokers"), brokers=4, racks=2,
+                       kafka="3.9", mode="zk")
     try:
         yield state
     finally:

@@ -8,7 +8,8 @@ from sandbox import cluster, loop
 
 
 def test_loop_config_file_reads_back_as_the_sandbox_with_quick_intervals(tmp_path):
-    state = cluster.plan_layout(tmp_path / "sb", brokers=3, log_dirs=2, racks=3, mode="zk")
+    state = cluster.plan_layout(tmp_path / "sb", brokers=3, log_dirs=2, racks=3,
+                                mode="zk", kafka="3.9")
     prepared = loop.prepare(state, tmp_path / "loop", overrides={"detect": {
         "skew_window_seconds": 7.5}}, policy=str(tmp_path / "policy.toml"))
     config = load(prepared.config_path, env={}, use_fallbacks=False)
@@ -36,7 +37,8 @@ def test_every_piece_runs_selfheal_with_the_loop_config_and_a_unique_marker(tmp_
 
 
 def test_metrics_targets_are_the_fixed_ports_and_what_started_pieces_printed(tmp_path):
-    state = cluster.plan_layout(tmp_path / "sb", brokers=1, log_dirs=1, racks=0, mode="zk")
+    state = cluster.plan_layout(tmp_path / "sb", brokers=1, log_dirs=1, racks=0,
+                                mode="zk", kafka="3.9")
     prepared = loop.prepare(state, tmp_path / "loop", overrides={
         "collect": {"zk_http_port": 40123}})
     pieces = prepared.pieces
