@@ -76,6 +76,7 @@ TEST_WORKERS ?= 2
 test: deps lint
 	$(PY) -m pytest -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS) \
 	  --dist loadscope --no-loadscope-reorder
+	$(PY) -m tests.matrix
 
 # The chaos suite alone (tests/chaos, ~15 min): make test runs it with everything else.
 chaos: deps

@@ -135,6 +135,14 @@ def _start_broker(args: argparse.Namespace) -> int:
 
 
 @_guard
+def _upgrade(args: argparse.Namespace) -> int:
+    from sandbox import upgrade
+
+    upgrade.rolling_upgrade(_load(args), args.kafka, progress=_progress)
+    return 0
+
+
+@_guard
 def _prometheus(args: argparse.Namespace) -> int:
     from sandbox import prometheus
 
@@ -233,6 +241,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser("start-broker", help="start a stopped broker and wait until ready")
     p.add_argument("broker_id", type=int)
     p.set_defaults(func=_start_broker)
+
+    p = sub.add_parser(
+        "upgrade", help="rolling upgrade to another Kafka line, one server at a time",
+        description="Restart the controller, then each broker, on the given Kafka line's "
+        "jars, waiting for every replica to be in sync before the next; the metadata "
+        "version stays, so the cluster can still be rolled back.")
+    p.add_argument("--kafka", required=True, choices=tuple(versions.LINES),
+                   help="the Kafka line to move to")
+    p.set_defaults(func=_upgrade)
 
     p = sub.add_parser(
         "prometheus", help="a real Prometheus scraping the sandbox, with the alert rules",

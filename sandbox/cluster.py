@@ -77,7 +77,8 @@ def plan_layout(
     rack_names = _rack_names(racks)
     book = ports or PortBook()
     state = SandboxState(mode=mode, work_dir=str(work_dir), cluster_id=_new_cluster_id(),
-                         brokers=[], kafka=line.line, quorum=line.quorum)
+                         brokers=[], kafka=line.line, quorum=line.quorum,
+                         release=line.release_version)
 
     def server(role: str, node_id: int, name: str, exporter: bool) -> ServerState:
         conf_dir = work_dir / name

@@ -182,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
         consumer.start()
         producer.start()
 
-        names = [n for n in loop.PIECES if not (n == "collect-zk" and mode == "kraft")]
+        names = loop.pieces_for(state)
         collectors = ", ".join(n.removeprefix("collect-") for n in names
                                if n.startswith("collect-"))
         _say(f"\n== 3. start kafka-selfheal: collectors ({collectors}), the Spark job, serve")

@@ -15,7 +15,7 @@ from sandbox.state import SandboxState, ServerState
 def format_all(state: SandboxState, progress: Callable[[str], None]) -> None:
     """`kafka-storage format` for every KRaft node, in parallel (one JVM each)."""
     progress(f"formatting KRaft storage (cluster id {state.cluster_id}, "
-             f"release {versions.line(state.kafka).release_version}, "
+             f"release {state.release}, "
              f"{state.quorum} quorum)")
     nodes = [s for s in state.servers() if s.role in ("controller", "broker")]
 
@@ -35,7 +35,7 @@ def format_node(state: SandboxState, node: ServerState) -> None:
         "-t", state.cluster_id, "-c", node.config,
         # the cluster's metadata version, not the node's: an upgraded broker re-formatting
         # a replaced disk joins the cluster it is in
-        "--release-version", versions.line(state.kafka).release_version,
+        "--release-version", state.release,
         "--ignore-formatted",
     ]
     if state.quorum == "dynamic":

@@ -32,6 +32,13 @@ PIECES: dict[str, tuple[str, ...]] = {
     "stream": ("stream",),
     "serve": ("serve",),
 }
+
+
+def pieces_for(state: SandboxState) -> tuple[str, ...]:
+    """Every piece that applies to the sandbox: no ZooKeeper watcher in KRaft mode."""
+    return tuple(n for n in PIECES if not (n == "collect-zk" and state.mode == "kraft"))
+
+
 # What a piece whose metrics port is 0 prints once it picked one (collectors, the job).
 _METRICS_AT = re.compile(r"\[(?:collect \w+|stream)\] (?:own metrics at|metrics on) "
                          r"http://([\w.:-]+)/metrics")

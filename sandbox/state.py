@@ -74,6 +74,9 @@ class SandboxState:
     # how the KRaft quorum was formatted: "static" (controller.quorum.voters) or "dynamic"
     # (controller.quorum.bootstrap.servers); it stays so across a rolling upgrade
     quorum: str = "static"
+    # the metadata version the cluster was formatted at (`format --release-version`); a
+    # rolling upgrade leaves it, and a replaced disk is formatted at it
+    release: str = "3.9"
     zookeeper: ServerState | None = None
     controller: ServerState | None = None
     version: int = STATE_VERSION
@@ -140,6 +143,7 @@ class SandboxState:
             brokers=[ServerState(**b) for b in data["brokers"]],
             kafka=data.get("kafka", "3.9"),
             quorum=data.get("quorum", "static"),
+            release=data.get("release", "3.9"),
             zookeeper=server(data.get("zookeeper")),
             controller=server(data.get("controller")),
             version=data.get("version", STATE_VERSION),

@@ -6,11 +6,13 @@ and is taken down by PID at the end, whatever the tests did.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -144,6 +146,24 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     return ChaosOnOneWorker(config, log)
 
 
+MATRIX = Path(__file__).resolve().parents[1] / ".make" / "kafka-matrix.json"
+
+
+def prove(record_property: Any, state: SandboxState, *capabilities: str) -> None:
+    """Record that this test, if it passes, proved ``capabilities`` (tests/matrix.py's
+    columns) on the sandbox's Kafka line and mode; README's table is made from them."""
+    record_property("proves", {"kafka": state.kafka, "mode": state.mode,
+                               "capabilities": list(capabilities)})
+
+
+def _write_matrix(reports: list[pytest.TestReport]) -> None:
+    passed = {r.nodeid for r in reports if r.when == "call" and r.outcome == "passed"}
+    proven = [dict(found, test=r.nodeid) for r in reports if r.when == "teardown"
+              for key, found in r.user_properties if key == "proves" and r.nodeid in passed]
+    MATRIX.parent.mkdir(exist_ok=True)
+    MATRIX.write_text(json.dumps(proven, indent=1) + "\n")
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """What the whole-loop tests measured, one line per test: `record_property("figures",
     {"what": ..., name: value})` in a test (the chaos scenarios: tests/chaos/conftest.py).
@@ -151,6 +171,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     bench/ measures it); they travel with the test's report, through xdist too."""
     reports = [r for rs in terminalreporter.stats.values() for r in rs
                if isinstance(r, pytest.TestReport)]
+    _write_matrix(reports)
     outcome = {r.nodeid: r.outcome for r in reports if r.when == "call"}
     lines = []
     for r in reports:

@@ -8,12 +8,20 @@ from collections.abc import Iterator
 import pytest
 
 from tests.chaos import chaos_support
+from tests.conftest import prove
 
 
 @pytest.fixture(autouse=True)
 def _report_scenario_timings(request: pytest.FixtureRequest) -> Iterator[None]:
     chaos_support.REPORTED.clear()
+    chaos_support.RAN_ON.clear()
     yield
     for name, timings in chaos_support.REPORTED:
         request.node.user_properties.append(("figures", {"what": f"chaos {name}", **timings}))
+    def record(key: str, value: object) -> None:
+        request.node.user_properties.append((key, value))
+
+    for state in {(s.kafka, s.mode): s for s in chaos_support.RAN_ON}.values():
+        prove(record, state, "chaos")
     chaos_support.REPORTED.clear()
+    chaos_support.RAN_ON.clear()
