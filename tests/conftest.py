@@ -84,7 +84,7 @@ ON_DEMAND = {shared.name: shared for shared in (
     _OnDemand("kraft39_sandbox", KRAFT39, "sandbox-kraft39", kafka="3.9", mode="kraft"),
     # 3 brokers over 2 racks (brokers 0 and 2 share rack1): a partition can violate KIP-36
     # rack diversity, and leaders be uneven by rack while even by broker.
-    _OnDemand("rack_sandbox", "airflow", "sandbox-airflow", racks=2, kafka="3.9", mode="zk"),
+    _OnDemand("rack_sandbox", "airflow", "sandbox-airflow", racks=2, kafka="4.4", mode="kraft"),
 )}
 
 
@@ -225,7 +225,7 @@ def kraft39_sandbox(tmp_path_factory: pytest.TempPathFactory) -> SandboxState:
 
 @pytest.fixture
 def rack_sandbox(tmp_path_factory: pytest.TempPathFactory) -> SandboxState:
-    """ZooKeeper + 3 brokers x 2 log dirs over 2 racks, for the Airflow tests."""
+    """Kafka 4.4 (KRaft), 3 brokers x 2 log dirs over 2 racks, for the Airflow tests."""
     return ON_DEMAND["rack_sandbox"].get(tmp_path_factory)
 
 
