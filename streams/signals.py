@@ -208,9 +208,9 @@ def _unchunk(rows: Rows, topics: list[str], partitions: list[int], offsets: list
     """A chunked snapshot's records (schemas/snapshot_chunks.py) made whole: each chunk is
     checked as it comes (a bad one is a dead letter) and signals nothing; a failure's
     delta (schemas/snapshot_delta.py) is checked by its decoder and signals as it is,
-    small; each manifest
-    becomes its assembled snapshot, from chunks in this batch or found before it on the
-    bus, and a manifest whose chunks cannot all be found is a dead letter saying so.
+    small; each manifest becomes its assembled snapshot, from chunks in this batch or
+    found before it on the bus, and a manifest whose chunks cannot all be found is a
+    dead letter saying so.
     Returns the rows that go on as snapshots (whole ones and assembled manifests), their
     values, and each one's size limit."""
     kinds = [chunking.kind_of(v) for v in values]
@@ -236,6 +236,7 @@ def _unchunk(rows: Rows, topics: list[str], partitions: list[int], offsets: list
             assert value is not None  # check_delta refuses a tombstone
             rows.add(delta.cluster_id, DELTA, clock.epoch_ms(delta.taken_at), topics[i],
                      partitions[i], offsets[i], body=bytes(value).decode("utf-8"))
+            continue
         if kind == chunking.CHUNK:
             try:
                 chunking.check_chunk(values[i])
