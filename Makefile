@@ -55,8 +55,9 @@ $(VENV)/.installed: pyproject.toml
 $(JARS)/.stamp: jvm/pom.xml jvm/settings.xml $(APT_STAMP)
 	@echo ">> fetching JVM jars with Maven ($(JVM_ROLES))"
 	@rm -rf $(JARS)
-	@for role in $(JVM_ROLES); do \
-	   $(MVN) -P $$role dependency:copy-dependencies -DoutputDirectory=lib/$$role || exit 1; \
+	@mkdir -p .make; for role in $(JVM_ROLES); do \
+	   $(MVN) -P $$role dependency:copy-dependencies -DoutputDirectory=lib/$$role \
+	     >.make/mvn.log 2>&1 || { tail -30 .make/mvn.log; echo "Maven failed for $$role; the whole output is in .make/mvn.log"; exit 1; }; \
 	 done
 	@touch $@
 
