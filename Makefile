@@ -17,7 +17,7 @@ APT_STAMP := .make/apt.stamp
 # Prometheus (and its promtool) for the alert rules and the dashboards' queries.
 APT_PACKAGES := openjdk-17-jdk-headless maven chromium prometheus-alertmanager prometheus
 
-.PHONY: demo test chaos bench lint jars venv deps clean-sandbox help dashboards
+.PHONY: demo test chaos bench lint jars venv deps clean-sandbox help dashboards config-reference
 .DEFAULT_GOAL := help
 
 help:
@@ -28,6 +28,7 @@ help:
 	@echo "make bench   print performance figures"
 	@echo "make lint    ruff and mypy"
 	@echo "make dashboards  write the Grafana dashboards' JSON to dashboards/json/"
+	@echo "make config-reference  write docs/config-reference.md and the example TOML files"
 
 deps: $(APT_STAMP) $(VENV)/.installed $(JARS)/.stamp
 
@@ -88,6 +89,9 @@ bench: deps
 
 dashboards: $(VENV)/.installed
 	$(PY) -m dashboards.build
+
+config-reference: $(VENV)/.installed
+	$(PY) -m selfheal.config_reference
 
 lint: deps
 	$(VENV)/bin/ruff check schemas core streams remediation dashboards sandbox selfheal tests bench $(wildcard airflow)
