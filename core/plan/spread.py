@@ -1,0 +1,412 @@
+"""Where the offline planner puts new replicas: the busiest receiver copies the least.
+
+The problem, cut free of the snapshot: jobs (a partition's new replicas, each `size`
+bytes) go to receivers (alive brokers with an online dir). Each job's brokers must keep
+the rules: not a broker the partition already lists, as many racks as KIP-36 allows,
+and, given that, as few brokers with an offline dir as possible. Among such plans we
+minimise the most bytes any receiver gets; docs/planning.md says why and how, step by
+step (the Rust port must give the same brokers).
+
+1. Greedy, jobs by size descending (then partition index), each new replica to the
+   least key (adds no rack, degraded, bytes received, replicas received, bytes held
+   after, broker id).
+2. Then moves and swaps off the busiest receiver while one lowers it (`_improve`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+_Entry = tuple[int, int, int, int]  # (bytes received, replicas received, bytes held, broker)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One partition's new replicas: `need` of them, `size` bytes each."""
+
+    index: int  # the partition's index in the snapshot: the last tie-break
+    size: int
+    need: int
+    kept_racks: frozenset[str]  # racks of the surviving replicas (None left out)
+    exclude: frozenset[int]  # brokers the partition lists now, online or not
+
+
+@dataclass(frozen=True, slots=True)
+class Receiver:
+    broker: int
+    rack: str | None
+    degraded: bool  # has an offline dir: a last resort (and log dir "any")
+    held: int  # bytes of replicas it holds now
+
+
+def order(jobs: list[Job]) -> list[Job]:
+    """The greedy's order: largest first, then by partition index."""
+    return sorted(jobs, key=lambda j: (-j.size, j.index))
+
+
+class _Tier:
+    """The receivers of one tier (healthy or degraded), one lazy heap per rack."""
+
+    def __init__(self, receivers: list[Receiver], state: _State) -> None:
+        self.state = state
+        self.heaps: dict[str | None, list[_Entry]] = {}
+        for r in receivers:
+            self.heaps.setdefault(r.rack, []).append(state.entry(r.broker))
+        for heap in self.heaps.values():
+            heapq.heapify(heap)
+
+    def best_in(self, rack: str | None, exclude: set[int]) -> _Entry | None:
+        heap = self.heaps[rack]
+        held: list[_Entry] = []
+        found: _Entry | None = None
+        entry = self.state.entry
+        while heap:
+            top = heap[0]
+            if top != entry(top[3]):
+                heapq.heappop(heap)  # stale: the broker was pushed again with its new load
+            elif top[3] in exclude:
+                held.append(heapq.heappop(heap))
+            else:
+                found = top
+                break
+        for e in held:
+            heapq.heappush(heap, e)
+        return found
+
+    def push(self, broker: int, rack: str | None) -> None:
+        heapq.heappush(self.heaps[rack], self.state.entry(broker))
+
+
+class _State:
+    """Bytes and replicas received per receiver, and what each job got."""
+
+    def __init__(self, receivers: list[Receiver]) -> None:
+        self.got = {r.broker: 0 for r in receivers}
+        self.count = {r.broker: 0 for r in receivers}
+        self.held = {r.broker: r.held for r in receivers}
+        self.rack = {r.broker: r.rack for r in receivers}
+        self.degraded = {r.broker: r.degraded for r in receivers}
+
+    def entry(self, b: int) -> _Entry:
+        got = self.got[b]
+        return (got, self.count[b], self.held[b] + got, b)
+
+    def add(self, b: int, size: int, n: int = 1) -> None:
+        """`n` replicas of `size` bytes more (fewer when `n` is negative)."""
+        self.got[b] += size * n
+        self.count[b] += n
+
+
+def spread(jobs: list[Job], receivers: list[Receiver]) -> dict[int, tuple[int, ...]]:
+    """Partition index -> its new brokers, in the order picked. Every job must have at
+    least `need` receivers outside `exclude` (the caller leaves the others out)."""
+    state = _State(receivers)
+    tiers = (_Tier([r for r in receivers if not r.degraded], state),
+             _Tier([r for r in receivers if r.degraded], state))
+    placed: dict[int, list[int]] = {}
+    ordered = order(jobs)
+    for job in ordered:
+        exclude = set(job.exclude)
+        racks: set[str | None] = set(job.kept_racks)
+        picks: list[int] = []
+        for _ in range(job.need):
+            b = _pick(tiers, racks, exclude)
+            picks.append(b)
+            exclude.add(b)
+            racks.add(state.rack[b])
+            state.add(b, job.size)
+            tiers[state.degraded[b]].push(b, state.rack[b])
+        placed[job.index] = picks
+    # Each change lowers the loads sorted from the top, so the rounds end; the cap keeps
+    # a pathological case from taking long (it is part of the algorithm: the port has it).
+    rounds = 4 * len(ordered) + 16
+    least_bytes, fewest = lower_bounds(jobs, receivers)
+    improver = _Improver(ordered, placed, state)
+    improver.run(rounds, least_bytes)
+    improver.even_counts(rounds, fewest)
+    return {j.index: tuple(placed[j.index]) for j in jobs}
+
+
+def _pick(tiers: tuple[_Tier, _Tier], racks: set[str | None], exclude: set[int]) -> int:
+    """Least key: a rack the job does not span yet first, then healthy, then the entry."""
+    best: tuple[bool, int, _Entry] | None = None
+    for rank, tier in enumerate(tiers):
+        for rack in tier.heaps:
+            entry = tier.best_in(rack, exclude)
+            if entry is None:
+                continue
+            key = (rack is None or rack in racks, rank, entry)
+            if best is None or key < best:
+                best = key
+    if best is None:
+        raise ValueError("a job has fewer receivers than new replicas")
+    return best[2][3]
+
+
+# --- the lower bound -------------------------------------------------------------------
+
+def lower_bounds(jobs: Iterable[Job], receivers: list[Receiver]) -> tuple[int, int]:
+    """No plan that keeps the rules gives its busiest receiver fewer bytes, or fewer
+    replicas, than these. Each is the largest of: one new replica; everything over every
+    receiver; what must go to healthy brokers over the healthy ones; per rack, what the
+    rack rule forces into it over the brokers there that can take it; and per rack group
+    (a job's open racks, or two jobs' together), what can only go there over its brokers.
+    """
+    healthy = frozenset(r.broker for r in receivers if not r.degraded)
+    by_rack: dict[tuple[str, bool], frozenset[int]] = {}
+    for r in receivers:
+        if r.rack is not None:
+            key = (r.rack, r.degraded)
+            by_rack[key] = by_rack.get(key, frozenset()) | {r.broker}
+    # Per measure (bytes, replicas): biggest, total, on healthy, forced per (rack, degraded),
+    # and per (open racks, healthy only, new replicas on open racks) the jobs' weight.
+    sums: list[list[Any]] = [[0, 0, 0, dict.fromkeys(by_rack, 0), {}] for _ in range(2)]
+    for job in jobs:
+        if job.need <= 0:
+            continue
+        exclude = job.exclude
+        open_racks: set[str] = set()
+        healthy_racks: set[str] = set()
+        for (rack, degraded), brokers in by_rack.items():
+            if rack not in job.kept_racks and not brokers <= exclude:
+                open_racks.add(rack)
+                if not degraded:
+                    healthy_racks.add(rack)
+        hosts = len(healthy) - len(healthy & exclude)
+        only_healthy = hosts >= job.need and min(job.need, len(healthy_racks)) == min(
+            job.need, len(open_racks))  # a plan with no degraded broker keeps the racks
+        group = (frozenset(open_racks), only_healthy, min(job.need, len(open_racks)))
+        for w, acc in zip((job.size, 1), sums, strict=True):
+            acc[0] = max(acc[0], w)
+            acc[1] += w * job.need
+            if only_healthy:
+                acc[2] += w * job.need
+            if len(open_racks) <= job.need:  # every open rack gets one
+                forced = acc[3]
+                for rack in open_racks:
+                    forced[(rack, rack not in healthy_racks)] += w
+            acc[4][group] = acc[4].get(group, 0) + w
+    out = []
+    for biggest, total, on_healthy, forced, groups in sums:
+        bound = max(biggest, _ceil(total, len(receivers)), _ceil(on_healthy, len(healthy)))
+        for key, w in forced.items():
+            bound = max(bound, _ceil(w, len(by_rack[key])))
+        out.append(max(bound, _group_bound(groups, by_rack)))
+    return out[0], out[1]
+
+
+def _group_bound(groups: dict[tuple[frozenset[str], bool, int], int],
+                 by_rack: dict[tuple[str, bool], frozenset[int]]) -> int:
+    """Per rack group G (each job's open racks, and each union of two): what must go to
+    G over its brokers (the healthy ones for what needs no degraded broker, all for all).
+    A job with open racks O puts min(need, |O|) new replicas on distinct racks of O, so
+    at least that less |O - G| of them in G."""
+    sets = sorted({g for g, _, _ in groups}, key=lambda g: sorted(g))
+    unions = set(sets) | {a | b for i, a in enumerate(sets) for b in sets[i + 1:]}
+    bound = 0
+    for g in unions:
+        on_healthy = anywhere = 0
+        for (o, healthy, spread), w in groups.items():
+            inside = spread - len(o - g)
+            if inside > 0:
+                anywhere += w * inside
+                if healthy:
+                    on_healthy += w * inside
+        n_healthy = sum(len(by_rack.get((rack, False), ())) for rack in g)
+        n_all = n_healthy + sum(len(by_rack.get((rack, True), ())) for rack in g)
+        bound = max(bound, _ceil(on_healthy, n_healthy), _ceil(anywhere, n_all))
+    return bound
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b) if b else 0
+
+
+# --- improving -------------------------------------------------------------------------
+
+Step = tuple[int, int, int]  # (job position in the greedy's order, from broker, to broker)
+
+
+def _shape(job: Job, brokers: list[int], state: _State) -> tuple[int, int]:
+    """(racks spanned, degraded brokers) of a job's replicas: what a change must keep."""
+    racks = set(job.kept_racks)
+    racks.update(r for b in brokers if (r := state.rack[b]) is not None)
+    return len(racks), sum(state.degraded[b] for b in brokers)
+
+
+def _swapped(job: Job, brokers: list[int], out: int, into: int, state: _State) -> bool:
+    """True when `into` may replace `out` among the job's new brokers."""
+    if into in job.exclude or into in brokers:
+        return False
+    after = [into if b == out else b for b in brokers]
+    return _shape(job, after, state) == _shape(job, brokers, state)
+
+
+class _Improver:
+    """Moves, swaps and two-step chains off the busiest receiver while one lowers it."""
+
+    def __init__(self, ordered: list[Job], placed: dict[int, list[int]], state: _State) -> None:
+        self.ordered, self.placed, self.state = ordered, placed, state
+        # Per receiver: (size, job position) of its new replicas, sorted.
+        self.on: dict[int, list[tuple[int, int]]] = {b: [] for b in state.got}
+        for k, j in enumerate(ordered):
+            for b in placed[j.index]:
+                self.on[b].append((j.size, k))
+        for items in self.on.values():
+            items.sort()
+        self.brokers = sorted(state.got)
+
+    def run(self, rounds: int, bound: int) -> None:
+        """Lower the most bytes received; stop within 0.1% of `bound` (the lower bound)."""
+        got = self.state.got
+        for _ in range(rounds):
+            top = max(got.values(), default=0)
+            if top * 1000 <= bound * 1001:
+                return
+            b = min(x for x in self.brokers if got[x] == top)
+            by_load = sorted(self.brokers, key=lambda x: (got[x], x))
+            steps = self.move_or_swap(b, top, by_load) or self.chain(b, top, by_load)
+            if not steps:
+                return
+            for step in steps:
+                self.apply(step)
+
+    def even_counts(self, rounds: int, bound: int) -> None:
+        """Lower the most replicas received without raising the most bytes received.
+
+        Each round takes the receiver with the most replicas (the lowest id among
+        equals), B, and stops at `bound`. A move of one of its replicas to a receiver C
+        with two replicas fewer that stays within the peak bytes, the least key (C's
+        replicas after, C's bytes after, job order, C); else an exchange of two of B's
+        for one of C's, the least key (C's replicas after, the larger bytes after of B and
+        C, the job orders of B's two, C, the job order of C's)."""
+        got, count = self.state.got, self.state.count
+        ceiling = max(got.values(), default=0)
+        for _ in range(rounds):
+            most = max(count.values(), default=0)
+            if most <= bound:
+                return
+            b = min(x for x in self.brokers if count[x] == most)
+            steps = self.count_move(b, most, ceiling) or self.count_exchange(b, most, ceiling)
+            if not steps:
+                return
+            for step in steps:
+                self.apply(step)
+
+    def count_move(self, b: int, most: int, ceiling: int) -> list[Step]:
+        got, count = self.state.got, self.state.count
+        best: tuple[int, int, int, int] | None = None
+        for s, k in self.on[b]:
+            for c in self.brokers:
+                if count[c] + 1 < most and got[c] + s <= ceiling and self.fits(k, b, c):
+                    key = (count[c] + 1, got[c] + s, k, c)
+                    if best is None or key < best:
+                        best = key
+        return [] if best is None else [(best[2], b, best[3])]
+
+    def count_exchange(self, b: int, most: int, ceiling: int) -> list[Step]:
+        got, count = self.state.got, self.state.count
+        mine = self.on[b]
+        best: tuple[int, ...] | None = None
+        for c in self.brokers:
+            if count[c] + 1 >= most:
+                continue
+            theirs = self.on[c]
+            fit_b = [self.fits(k, b, c) for _, k in mine]
+            for x in range(len(mine)):
+                if not fit_b[x]:
+                    continue
+                for y in range(x + 1, len(mine)):
+                    if not fit_b[y]:
+                        continue
+                    pair = mine[x][0] + mine[y][0]
+                    # C's replica of t bytes: C and B both stay within the ceiling.
+                    lo = bisect_left(theirs, (pair - (ceiling - got[c]), -1))
+                    hi = bisect_right(theirs, (pair + (ceiling - got[b]), len(self.ordered)))
+                    for t, k3 in theirs[lo:hi]:
+                        if not self.fits(k3, c, b):
+                            continue
+                        peak = max(got[c] + pair - t, got[b] - pair + t)
+                        key = (count[c] + 1, peak, mine[x][1], mine[y][1], c, k3)
+                        if best is None or key < best:
+                            best = key
+        if best is None:
+            return []
+        _, _, k1, k2, c, k3 = best
+        return [(k1, b, c), (k2, b, c), (k3, c, b)]
+
+    def fits(self, k: int, out: int, into: int) -> bool:
+        job = self.ordered[k]
+        return _swapped(job, self.placed[job.index], out, into, self.state)
+
+    def move_or_swap(self, b: int, top: int, by_load: list[int]) -> list[Step]:
+        got, count = self.state.got, self.state.count
+        best: tuple[int, ...] | None = None
+        for s, k in self.on[b]:
+            for c in by_load:
+                gc = got[c]
+                if gc >= top:
+                    break  # C would end at or above the peak (B itself among them)
+                if gc + s < top and self.fits(k, b, c):
+                    key = (max(top - s, gc + s), 0, count[c] + 1, k, c, -1)
+                    if best is None or key < best:
+                        best = key
+                items = self.on[c]  # swaps: C's replicas of t bytes, gc + s - top < t < s
+                lo = bisect_right(items, (gc + s - top, len(self.ordered)))
+                hi = bisect_left(items, (s, -1))
+                for t, k2 in items[lo:hi]:
+                    peak = max(top - s + t, gc - t + s)
+                    if best is not None and peak > best[0]:
+                        continue
+                    if self.fits(k, b, c) and self.fits(k2, c, b):
+                        key = (peak, 1, count[c], k, c, k2)
+                        if best is None or key < best:
+                            best = key
+        if best is None:
+            return []
+        _, kind, _, k, c, k2 = best
+        return [(k, b, c)] if kind == 0 else [(k, b, c), (k2, c, b)]
+
+    def chain(self, b: int, top: int, by_load: list[int]) -> list[Step]:
+        """B's replica to C, which passes one of its own (t bytes) on to D."""
+        got = self.state.got
+        best: tuple[int, ...] | None = None
+        for s, k in self.on[b]:
+            for c in by_load:
+                gc = got[c]
+                if gc >= top:
+                    break
+                if not self.fits(k, b, c):
+                    continue
+                items = self.on[c]
+                lo = bisect_right(items, (gc + s - top, len(self.ordered)))
+                for t, k2 in items[lo:]:
+                    for d in by_load:
+                        gd = got[d]
+                        if gd + t >= top:
+                            break
+                        if d == b or not self.fits(k2, c, d):
+                            continue
+                        key = (max(top - s, gc + s - t, gd + t), k, c, k2, d)
+                        if best is None or key < best:
+                            best = key
+                        break  # the lightest D that fits: the rest only weigh more
+        if best is None:
+            return []
+        _, k, c, k2, d = best
+        return [(k, b, c), (k2, c, d)]
+
+    def apply(self, step: Step) -> None:
+        k, src, dst = step
+        job = self.ordered[k]
+        brokers = self.placed[job.index]
+        brokers[brokers.index(src)] = dst
+        self.on[src].remove((job.size, k))
+        self.state.add(src, job.size, -1)
+        items = self.on[dst]
+        items.insert(bisect_left(items, (job.size, k)), (job.size, k))
+        self.state.add(dst, job.size)
