@@ -8,8 +8,9 @@ write meanwhile and any leader-side limit; docs/planning.md says why that is goo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from core.plan.formats import human_bytes
 from core.plan.spread import lower_bounds as lower_bounds
@@ -30,6 +31,17 @@ class Received:
         return {"broker": self.broker, "bytes": self.bytes, "replicas": self.replicas}
 
 
+class Receipt(Protocol):
+    """A Received, or the action summary's record of one (schemas.records.Receiving)."""
+
+    @property
+    def broker(self) -> int: ...
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def replicas(self) -> int: ...
+
+
 def tally(new: Iterable[tuple[int, int]]) -> tuple[Received, ...]:
     """(broker, bytes) per new replica -> what each broker receives, by broker id."""
     got: dict[int, list[int]] = {}
@@ -40,7 +52,7 @@ def tally(new: Iterable[tuple[int, int]]) -> tuple[Received, ...]:
     return tuple(Received(b, v[0], v[1]) for b, v in sorted(got.items()))
 
 
-def busiest(received: Iterable[Received]) -> Received | None:
+def busiest(received: Iterable[Receipt]) -> Receipt | None:
     """The broker that copies the most bytes (then replicas; the lowest id among equals)."""
     return min(received, key=lambda r: (-r.bytes, -r.replicas, r.broker), default=None)
 
@@ -60,7 +72,7 @@ def rate_text(rate: int) -> str:
     return f"{rate // MiB} MiB/s" if rate % MiB == 0 else f"{human_bytes(rate)}/s"
 
 
-def estimate(received: Iterable[Received], rate: int) -> str:
+def estimate(received: Iterable[Receipt], rate: int) -> str:
     """'about 6 min at 50 MiB/s; broker 3 copies the most (18.0 GiB, 22 replicas)'."""
     top = busiest(received)
     if top is None or top.bytes == 0:
@@ -72,7 +84,7 @@ def estimate(received: Iterable[Received], rate: int) -> str:
     return f"{duration(top.bytes / rate)} at {rate_text(rate)}; {most}"
 
 
-def per_broker(received: Iterable[Received], limit: int = 0) -> str:
+def per_broker(received: Iterable[Receipt], limit: int = 0) -> str:
     """'3: 18.0 GiB (22), 7: 10.3 GiB (19)', the busiest first; `limit` brokers at most
     (0: all), then how many more."""
     ranked = sorted(received, key=lambda r: (-r.bytes, -r.replicas, r.broker))
@@ -80,7 +92,3 @@ def per_broker(received: Iterable[Received], limit: int = 0) -> str:
     text = ", ".join(f"{r.broker}: {human_bytes(r.bytes)} ({r.replicas})" for r in shown)
     return text + (f" and {len(ranked) - len(shown)} more" if len(shown) < len(ranked) else "")
 
-
-def from_json(items: Iterable[Mapping[str, int]]) -> tuple[Received, ...]:
-    return tuple(Received(int(i["broker"]), int(i["bytes"]), int(i["replicas"]))
-                 for i in items)
