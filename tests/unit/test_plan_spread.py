@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from core.plan import recovery
 from core.plan.offline import explain, plan_offline, received, work
 from core.plan.spread import Job, Receiver, lower_bounds, spread
-from tests.unit.plan_snapshots import GIB, model
+from tests.unit.plan_snapshots import model
 from tests.unit.spread_cases import feasible, optimum, skewed_cluster
 
 
@@ -119,14 +119,3 @@ def test_explain_states_the_objective_the_bound_and_the_recovery_time():
     assert "(the lower bound)" in text
     assert f"recovery: about {round(top.bytes / (50 << 20) / 60)} min at 50 MiB/s; broker " \
            f"{top.broker} copies the most" in text
-
-
-def test_the_estimate_reads_like_a_person_wrote_it():
-    got = recovery.tally([(3, 9 * GIB), (4, 2 * GIB), (3, 9 * GIB)])
-    assert got == (recovery.Received(3, 18 * GIB, 2), recovery.Received(4, 2 * GIB, 1))
-    assert recovery.estimate(got, 50 << 20) == (
-        "about 6 min at 50 MiB/s; broker 3 copies the most (18.0 GiB, 2 replicas)")
-    assert recovery.estimate(got, 0).startswith("no estimate: the replication throttle is off")
-    assert recovery.estimate((), 50 << 20) == "nothing to copy"
-    assert recovery.duration(30) == "about 30 s"
-    assert recovery.duration(3 * 3600 + 300) == "about 3 h 5 min"
