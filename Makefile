@@ -7,6 +7,9 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 MVN    := mvn -q -B -Dstyle.color=never -s jvm/settings.xml -f jvm/pom.xml
 JARS   := jvm/lib
+# One folder of jars per role: each supported Kafka line (sandbox/versions.py), Spark's
+# Kafka connector, the JMX exporter agent.
+JVM_ROLES := kafka-3.9 kafka-4.4 spark agent
 APT_STAMP := .make/apt.stamp
 # Debian packages the tests and the demo run: a JDK and Maven for the broker jars (javac
 # for the bench's Java harness, jvm/bench/),
@@ -19,6 +22,7 @@ APT_PACKAGES := openjdk-17-jdk-headless maven chromium prometheus-alertmanager p
 
 help:
 	@echo "make demo    bring up the sandbox cluster, break a disk, watch it heal"
+	@echo "             (Kafka 4.4 KRaft; make demo KAFKA=3.9 MODE=zk for the ZooKeeper road)"
 	@echo "make test    lint, then every test (unit, integration on the sandbox, e2e)"
 	@echo "make chaos   only the chaos suite (faults injected into the whole loop; make test runs it too)"
 	@echo "make bench   print performance figures"
@@ -33,22 +37,25 @@ $(APT_STAMP): Makefile
 	 if [ -n "$$missing" ]; then \
 	   echo ">> installing Debian packages:$$missing"; \
 	   SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	   $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	   log=.make/apt.log; \
+	   { $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; } >$$log 2>&1 \
+	     || { tail -30 $$log; echo "apt-get failed; the whole output is in $$log"; exit 1; }; \
 	 fi
 	@touch $@
 
 $(VENV)/.installed: pyproject.toml
 	@echo ">> creating $(VENV) and installing kafka-selfheal with its dev extras"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@$(PIP) install -q --upgrade pip
-	@$(PIP) install -q -e '.[dev]'
+	@mkdir -p .make
+	@{ $(PIP) install -q --upgrade pip && $(PIP) install -q -e '.[dev]'; } >.make/pip.log 2>&1 \
+	  || { tail -30 .make/pip.log; echo "pip install failed; the whole output is in .make/pip.log"; exit 1; }
 	@$(PIP) check
 	@touch $@
 
 $(JARS)/.stamp: jvm/pom.xml jvm/settings.xml $(APT_STAMP)
-	@echo ">> fetching JVM jars with Maven (broker, spark, agent)"
+	@echo ">> fetching JVM jars with Maven ($(JVM_ROLES))"
 	@rm -rf $(JARS)
-	@for role in broker spark agent; do \
+	@for role in $(JVM_ROLES); do \
 	   $(MVN) -P $$role dependency:copy-dependencies -DoutputDirectory=lib/$$role || exit 1; \
 	 done
 	@touch $@
@@ -56,8 +63,10 @@ $(JARS)/.stamp: jvm/pom.xml jvm/settings.xml $(APT_STAMP)
 jars: $(JARS)/.stamp
 venv: $(VENV)/.installed
 
+# The default is the newest Kafka line in KRaft mode; `make demo KAFKA=3.9 MODE=zk` runs
+# the ZooKeeper road.
 demo: deps
-	$(VENV)/bin/selfheal demo
+	$(VENV)/bin/selfheal demo $(if $(KAFKA),--kafka $(KAFKA)) $(if $(MODE),--mode $(MODE))
 
 # Lint first: a tree that does not lint is not green, whatever the tests say.
 # Two workers (pytest-xdist), each with sandboxes of its own: one runs the chaos suite
@@ -67,6 +76,7 @@ TEST_WORKERS ?= 2
 test: deps lint
 	$(PY) -m pytest -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS) \
 	  --dist loadscope --no-loadscope-reorder
+	$(PY) -m tests.matrix
 
 # The chaos suite alone (tests/chaos, ~15 min): make test runs it with everything else.
 chaos: deps

@@ -98,7 +98,8 @@ class ClusterConfig:
 
     bootstrap_servers: str | None = _field(None, _opt(_servers))
     zookeeper_connect: str | None = _field(None)
-    mode: str = _field("zk", _one_of("zk", "kraft"))
+    # KRaft by default: every Kafka 4.x cluster; "zk" for Kafka 3.9 and older on ZooKeeper
+    mode: str = _field("kraft", _one_of("zk", "kraft"))
     cluster_id: str | None = _field(None)
     exporter_urls: tuple[str, ...] = _field(())
     # HMAC key over every action on the bus: the job and the CLI sign with it, serve runs
@@ -462,4 +463,15 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None,
     if not builder.is_set("bus", "bootstrap_servers") and cluster_servers:
         builder.values["bus"]["bootstrap_servers"] = cluster_servers
     sections = {name: cls(**builder.values[name]) for name, cls in SECTIONS.items()}
+    _check_cluster(sections["cluster"], builder.sources)
     return Config(**sections, policy=builder.policy, sources=tuple(builder.sources))
+
+
+def _check_cluster(cluster: Any, sources: list[str]) -> None:
+    """What no single key shows: a ZooKeeper named for a KRaft cluster."""
+    if cluster.mode == "kraft" and cluster.zookeeper_connect:
+        raise ConfigError(
+            f"[cluster] zookeeper_connect is set ({', '.join(sources) or 'defaults'}) but "
+            "[cluster] mode is \"kraft\": a KRaft cluster (every Kafka 4.x) has no "
+            "ZooKeeper; remove zookeeper_connect, or set mode = \"zk\" if the cluster runs "
+            "on ZooKeeper (Kafka 3.9 or older)")

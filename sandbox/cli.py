@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from core.errors import CliError
+from sandbox import versions
 
 
 def quiet_kafka_python() -> None:
@@ -51,7 +52,8 @@ def _up(args: argparse.Namespace) -> int:
     from sandbox import cluster
 
     state = cluster.up(args.work_dir, brokers=args.brokers, log_dirs=args.log_dirs,
-                       racks=args.racks, mode=args.mode, progress=_progress)
+                       racks=args.racks, mode=args.mode, kafka=args.kafka,
+                       progress=_progress)
     print(state.bootstrap_servers)
     return 0
 
@@ -133,6 +135,14 @@ def _start_broker(args: argparse.Namespace) -> int:
 
 
 @_guard
+def _upgrade(args: argparse.Namespace) -> int:
+    from sandbox import upgrade
+
+    upgrade.rolling_upgrade(_load(args), args.kafka, progress=_progress)
+    return 0
+
+
+@_guard
 def _prometheus(args: argparse.Namespace) -> int:
     from sandbox import prometheus
 
@@ -189,8 +199,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--log-dirs", type=int, default=2, help="log dirs per broker (default 2)")
     p.add_argument("--racks", type=int, default=3,
                    help="racks, assigned round robin; 0 for no broker.rack (default 3)")
-    p.add_argument("--mode", choices=("zk", "kraft"), default="zk",
-                   help="ZooKeeper mode (default) or KRaft (KIP-858 JBOD)")
+    p.add_argument("--kafka", choices=tuple(versions.LINES), default=versions.DEFAULT_LINE,
+                   help="the Kafka line to run (default %(default)s; "
+                   f"{versions.OLDEST_LINE} is the last with ZooKeeper mode)")
+    p.add_argument("--mode", choices=("zk", "kraft"), default=None,
+                   help="KRaft (default; KIP-858 JBOD) or ZooKeeper (Kafka 3.9 only)")
     p.set_defaults(func=_up)
 
     p = sub.add_parser("down", help="stop every sandbox process by PID")
@@ -228,6 +241,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser("start-broker", help="start a stopped broker and wait until ready")
     p.add_argument("broker_id", type=int)
     p.set_defaults(func=_start_broker)
+
+    p = sub.add_parser(
+        "upgrade", help="rolling upgrade to another Kafka line, one server at a time",
+        description="Restart the controller, then each broker, on the given Kafka line's "
+        "jars, waiting for every replica to be in sync before the next; the metadata "
+        "version stays, so the cluster can still be rolled back.")
+    p.add_argument("--kafka", required=True, choices=tuple(versions.LINES),
+                   help="the Kafka line to move to")
+    p.set_defaults(func=_upgrade)
 
     p = sub.add_parser(
         "prometheus", help="a real Prometheus scraping the sandbox, with the alert rules",

@@ -1,4 +1,5 @@
-"""Renders the sandbox's config files: ZooKeeper, brokers, the KRaft controller, log4j.
+"""Renders the sandbox's config files: ZooKeeper, brokers, the KRaft controller (the
+logging config is the Kafka line's: sandbox/versions.py).
 
 Small, fast defaults for one machine: everything binds to 127.0.0.1, replication factors
 follow the broker count, and Kafka's own leader auto-rebalance is off because leader
@@ -9,32 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-LOG4J = """\
-log4j.rootLogger=INFO, file
-log4j.appender.file=org.apache.log4j.RollingFileAppender
-log4j.appender.file.File={log_file}
-log4j.appender.file.MaxFileSize=20MB
-log4j.appender.file.MaxBackupIndex=2
-log4j.appender.file.layout=org.apache.log4j.PatternLayout
-log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.logger.kafka.request.logger=WARN
-log4j.logger.kafka.network.RequestChannel$=WARN
-log4j.logger.org.apache.zookeeper=WARN
-log4j.logger.kafka.server.epoch=WARN
-log4j.logger.state.change.logger=INFO
-"""
-
 
 def write_properties(path: Path, props: dict[str, object]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [f"{k}={v}" for k, v in props.items()]
     path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def write_log4j(path: Path, log_file: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(LOG4J.format(log_file=log_file))
     return path
 
 
@@ -103,16 +83,22 @@ def zk_broker_props(
     return props
 
 
-def _quorum_props(controller_id: int, controller_port: int) -> dict[str, object]:
+def _quorum_props(controller_id: int, controller_port: int, quorum: str
+                  ) -> dict[str, object]:
+    # A static quorum names its voters; a dynamic one (KIP-853, Kafka 4's way) only where
+    # to find them, the voters being written into the controller's storage by `format`.
+    found = ({"controller.quorum.voters": f"{controller_id}@127.0.0.1:{controller_port}"}
+             if quorum == "static" else
+             {"controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}"})
     return {
-        "controller.quorum.voters": f"{controller_id}@127.0.0.1:{controller_port}",
+        **found,
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
     }
 
 
 def kraft_controller_props(
-    node_id: int, port: int, log_dir: Path
+    node_id: int, port: int, log_dir: Path, quorum: str = "static"
 ) -> dict[str, object]:
     props: dict[str, object] = {
         "process.roles": "controller",
@@ -120,7 +106,9 @@ def kraft_controller_props(
         "listeners": f"CONTROLLER://127.0.0.1:{port}",
         "log.dirs": log_dir,
     }
-    props.update(_quorum_props(node_id, port))
+    if quorum == "dynamic":  # `format --standalone` writes the voter from this listener
+        props["advertised.listeners"] = f"CONTROLLER://127.0.0.1:{port}"
+    props.update(_quorum_props(node_id, port, quorum))
     return props
 
 
@@ -133,6 +121,7 @@ def kraft_broker_props(
     controller_id: int,
     controller_port: int,
     broker_count: int,
+    quorum: str = "static",
 ) -> dict[str, object]:
     props: dict[str, object] = {
         "process.roles": "broker",
@@ -146,6 +135,6 @@ def kraft_broker_props(
     }
     if rack:
         props["broker.rack"] = rack
-    props.update(_quorum_props(controller_id, controller_port))
+    props.update(_quorum_props(controller_id, controller_port, quorum))
     props.update(_common_broker_props(broker_count, log_dirs))
     return props

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import CliError
+from sandbox import versions
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -160,9 +161,11 @@ def run(args: argparse.Namespace) -> int:
     def progress(message: str) -> None:
         print(f"  [sandbox] {message}", file=sys.stderr, flush=True)
 
-    _say(f"== 1. bring up the sandbox ({args.mode} mode): 3 brokers x 2 log dirs over 3 racks")
+    mode = args.mode or versions.default_mode(args.kafka)
+    _say(f"== 1. bring up the sandbox (Kafka {args.kafka}, {mode} mode): 3 brokers x 2 log "
+         "dirs over 3 racks")
     try:
-        state = cluster.up(args.work_dir, mode=args.mode, progress=progress)
+        state = cluster.up(args.work_dir, mode=mode, kafka=args.kafka, progress=progress)
     except cluster.SandboxError as exc:
         raise CliError(str(exc), code=1) from None
     the_loop = producer = consumer = am = prom = None
@@ -179,10 +182,11 @@ def run(args: argparse.Namespace) -> int:
         consumer.start()
         producer.start()
 
-        _say("\n== 3. start kafka-selfheal: collectors (metrics, zk, snapshots), the Spark "
-             "job, serve")
+        names = loop.pieces_for(state)
+        collectors = ", ".join(n.removeprefix("collect-") for n in names
+                               if n.startswith("collect-"))
+        _say(f"\n== 3. start kafka-selfheal: collectors ({collectors}), the Spark job, serve")
         (loop_dir / "policy.toml").write_text(POLICY)
-        names = [n for n in loop.PIECES if not (n == "collect-zk" and args.mode == "kraft")]
         started = time.monotonic()
         pager = {"pagerduty_url": receiver.pagerduty_url, "pagerduty_routing_key": ROUTING_KEY,
                  "slack_webhook_url": receiver.slack_url}
@@ -321,7 +325,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__)
     p.add_argument("--work-dir", type=Path, default=None,
                    help="sandbox folder (default: the standard sandbox location)")
-    p.add_argument("--mode", choices=("zk", "kraft"), default="zk")
+    p.add_argument("--kafka", choices=tuple(versions.LINES), default=versions.DEFAULT_LINE,
+                   help="the Kafka line the sandbox runs (default %(default)s)")
+    p.add_argument("--mode", choices=("zk", "kraft"), default=None,
+                   help="KRaft (default) or ZooKeeper (Kafka 3.9 only)")
     p.add_argument("--approve-by-hand", action="store_true",
                    help="print the approval link and wait for you to click it, instead of "
                         "clicking it for you")

@@ -8,7 +8,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from sandbox import jars, processes
+from sandbox import jars, processes, versions
 from sandbox.state import SandboxState, ServerState
 
 BROKER_HEAP = os.environ.get("SELFHEAL_BROKER_HEAP", "384m")
@@ -45,9 +45,10 @@ def small_machine_env(env: Mapping[str, str]) -> dict[str, str]:
     return {DRIVER_JAVA_OPTIONS_ENV: " ".join(SMALL_MACHINE_JVM_OPTIONS), **env}
 
 
-def _jvm_cmd(server: ServerState, heap: str, main_class: str, args: list[str]) -> list[str]:
+def _jvm_cmd(server: ServerState, kafka: str, heap: str, main_class: str,
+             args: list[str]) -> list[str]:
     conf_dir = Path(server.config).parent
-    log4j = conf_dir / "log4j.properties"
+    line = versions.line(kafka)
     cmd = [
         java(),
         f"-Xms{min(64, _mib(heap))}m",
@@ -55,14 +56,14 @@ def _jvm_cmd(server: ServerState, heap: str, main_class: str, args: list[str]) -
         *SMALL_MACHINE_JVM_OPTIONS,
         "-XX:+ExitOnOutOfMemoryError",
         "-Djava.awt.headless=true",
-        f"-Dlog4j.configuration=file:{log4j}",
+        line.log_flag(conf_dir),
         f"-Dkafka.logs.dir={conf_dir}",
     ]
     if server.exporter_port is not None:
         cmd.append(
             f"-javaagent:{jars.jmx_agent()}=127.0.0.1:{server.exporter_port}:{EXPORTER_RULES}"
         )
-    cmd += ["-cp", jars.classpath("broker"), main_class, *args]
+    cmd += ["-cp", jars.classpath(line.jars_role), main_class, *args]
     return cmd
 
 
@@ -72,21 +73,23 @@ def _mib(heap: str) -> int:
     return value * 1024 if unit == "g" else value
 
 
-def server_command(server: ServerState) -> list[str]:
+def server_command(state: SandboxState, server: ServerState) -> list[str]:
+    kafka = state.kafka_of(server)
     if server.role == "zookeeper":
         return _jvm_cmd(
             server,
+            kafka,
             ZOOKEEPER_HEAP,
             "org.apache.zookeeper.server.ZooKeeperServerMain",
             [server.config],
         )
     heap = CONTROLLER_HEAP if server.role == "controller" else BROKER_HEAP
-    return _jvm_cmd(server, heap, "kafka.Kafka", [server.config])
+    return _jvm_cmd(server, kafka, heap, "kafka.Kafka", [server.config])
 
 
 def start(state: SandboxState, server: ServerState) -> None:
     if processes.is_running(server.pid, server.marker):
         return
-    cmd = server_command(server)
+    cmd = server_command(state, server)
     server.pid = processes.spawn(cmd, Path(server.log_file), cwd=Path(state.work_dir))
     state.save()

@@ -7,18 +7,16 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sandbox import jars, jvm
+from sandbox import jars, jvm, versions
 from sandbox.jvm import SandboxError
 from sandbox.state import SandboxState, ServerState
-
-# KIP-858: JBOD in KRaft needs metadata version 3.7-IV2 or later.
-KRAFT_RELEASE_VERSION = "3.9"
 
 
 def format_all(state: SandboxState, progress: Callable[[str], None]) -> None:
     """`kafka-storage format` for every KRaft node, in parallel (one JVM each)."""
     progress(f"formatting KRaft storage (cluster id {state.cluster_id}, "
-             f"release {KRAFT_RELEASE_VERSION})")
+             f"release {state.release}, "
+             f"{state.quorum} quorum)")
     nodes = [s for s in state.servers() if s.role in ("controller", "broker")]
 
     with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
@@ -26,14 +24,24 @@ def format_all(state: SandboxState, progress: Callable[[str], None]) -> None:
 
 
 def format_node(state: SandboxState, node: ServerState) -> None:
-    """`kafka-storage format` for one KRaft node; dirs already formatted are kept."""
+    """`kafka-storage format` for one KRaft node, with the node's own Kafka line; dirs
+    already formatted are kept. Every log dir gets a meta.properties with its own
+    directory id (KIP-858)."""
+    line = versions.line(state.kafka_of(node))
     cmd = [
         jvm.java(), "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-        f"-Dlog4j.configuration=file:{Path(node.config).parent / 'log4j.properties'}",
-        "-cp", jars.classpath("broker"), "kafka.tools.StorageTool", "format",
+        line.log_flag(Path(node.config).parent),
+        "-cp", jars.classpath(line.jars_role), "kafka.tools.StorageTool", "format",
         "-t", state.cluster_id, "-c", node.config,
-        "--release-version", KRAFT_RELEASE_VERSION, "--ignore-formatted",
+        # the cluster's metadata version, not the node's: an upgraded broker re-formatting
+        # a replaced disk joins the cluster it is in
+        "--release-version", state.release,
+        "--ignore-formatted",
     ]
+    if state.quorum == "dynamic":
+        # KIP-853: the one controller bootstraps the quorum as its only voter; the
+        # brokers learn the voters from it
+        cmd.append("--standalone" if node.role == "controller" else "--no-initial-controllers")
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if result.returncode != 0:
         raise SandboxError(f"formatting storage for {node.role} {node.node_id} failed:\n"

@@ -32,6 +32,13 @@ PIECES: dict[str, tuple[str, ...]] = {
     "stream": ("stream",),
     "serve": ("serve",),
 }
+
+
+def pieces_for(state: SandboxState) -> tuple[str, ...]:
+    """Every piece that applies to the sandbox: no ZooKeeper watcher in KRaft mode."""
+    return tuple(n for n in PIECES if not (n == "collect-zk" and state.mode == "kraft"))
+
+
 # What a piece whose metrics port is 0 prints once it picked one (collectors, the job).
 _METRICS_AT = re.compile(r"\[(?:collect \w+|stream)\] (?:own metrics at|metrics on) "
                          r"http://([\w.:-]+)/metrics")
@@ -200,26 +207,27 @@ class Loop:
         return str(self.config["serve"]["api_token"])
 
 
-def prepare(state: SandboxState, work_dir: Path, names: Iterable[str] = tuple(PIECES),
+def prepare(state: SandboxState, work_dir: Path, names: Iterable[str] | None = None,
             overrides: Mapping[str, Mapping[str, Any]] | None = None,
             policy: str | None = None,
             args: Mapping[str, Sequence[str]] | None = None) -> Loop:
     """Write the loop's configuration under ``work_dir``; start nothing yet. ``args``
-    adds options to a piece's command (``{"stream": ["--master", url]}``)."""
+    adds options to a piece's command (``{"stream": ["--master", url]}``); ``names``
+    defaults to every piece that applies to the sandbox (`pieces_for`)."""
     work_dir.mkdir(parents=True, exist_ok=True)
     config = loop_config(state, work_dir, overrides, policy)
     top = config.pop("", {})
     config_path = work_dir / "selfheal.toml"
     config_path.write_text(render_toml(top, config))
     pieces = {}
-    for name in names:
+    for name in pieces_for(state) if names is None else names:
         argv = [sys.executable, "-m", "selfheal.cli", "--config", str(config_path),
                 *PIECES[name], *(args or {}).get(name, ())]
         pieces[name] = Piece(name, argv, work_dir / "logs" / f"{name}.log")
     return Loop(work_dir, config_path, config, pieces)
 
 
-def start(state: SandboxState, work_dir: Path, names: Iterable[str] = tuple(PIECES),
+def start(state: SandboxState, work_dir: Path, names: Iterable[str] | None = None,
           overrides: Mapping[str, Mapping[str, Any]] | None = None,
           policy: str | None = None, settle: float = 1.0,
           args: Mapping[str, Sequence[str]] | None = None) -> Loop:

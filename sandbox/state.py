@@ -49,6 +49,9 @@ class ServerState:
     rack: str | None = None
     log_dirs: list[str] = field(default_factory=list)
     metadata_dir: str | None = None
+    # The Kafka line this server runs when it is not the sandbox's (a rolling upgrade
+    # restarts the brokers one at a time on the new line's jars)
+    kafka: str | None = None
 
     @property
     def marker(self) -> str:
@@ -67,6 +70,13 @@ class SandboxState:
     work_dir: str
     cluster_id: str
     brokers: list[ServerState]
+    kafka: str = "3.9"  # the Kafka line (sandbox/versions.py); state files before it ran 3.9
+    # how the KRaft quorum was formatted: "static" (controller.quorum.voters) or "dynamic"
+    # (controller.quorum.bootstrap.servers); it stays so across a rolling upgrade
+    quorum: str = "static"
+    # the metadata version the cluster was formatted at (`format --release-version`); a
+    # rolling upgrade leaves it, and a replaced disk is formatted at it
+    release: str = "3.9"
     zookeeper: ServerState | None = None
     controller: ServerState | None = None
     version: int = STATE_VERSION
@@ -91,6 +101,10 @@ class SandboxState:
                 return b
         known = ", ".join(str(b.node_id) for b in self.brokers)
         raise KeyError(f"no broker {broker_id} in the sandbox; brokers are {known}")
+
+    def kafka_of(self, server: ServerState) -> str:
+        """The Kafka line ``server`` runs."""
+        return server.kafka or self.kafka
 
     def servers(self) -> list[ServerState]:
         """Every JVM, in start order."""
@@ -127,6 +141,9 @@ class SandboxState:
             work_dir=data["work_dir"],
             cluster_id=data["cluster_id"],
             brokers=[ServerState(**b) for b in data["brokers"]],
+            kafka=data.get("kafka", "3.9"),
+            quorum=data.get("quorum", "static"),
+            release=data.get("release", "3.9"),
             zookeeper=server(data.get("zookeeper")),
             controller=server(data.get("controller")),
             version=data.get("version", STATE_VERSION),

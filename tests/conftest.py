@@ -6,11 +6,13 @@ and is taken down by PID at the end, whatever the tests did.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,6 +54,7 @@ _ORDER = ("chaos", "e2e", "airflow", "integration", "dashboards", "unit")
 # worker, which brings it up for the first and takes it down after the last (`_OnDemand`
 # below): idle, a sandbox's four JVMs took ~0.09 of a core to the end of the run.
 KRAFT = "kraft"  # tests on the KRaft sandbox: in a test_*_kraft.py module or test_kraft_*
+KRAFT39 = "kraft39"  # tests on Kafka 3.9 in KRaft mode: in a test_*_kraft39.py module
 
 
 class _OnDemand:
@@ -76,10 +79,12 @@ class _OnDemand:
 
 
 ON_DEMAND = {shared.name: shared for shared in (
-    _OnDemand("kraft_sandbox", KRAFT, "sandbox-kraft", mode="kraft"),
+    _OnDemand("kraft_sandbox", KRAFT, "sandbox-kraft", kafka="4.4", mode="kraft"),
+    # the version matrix's third corner: the last line with both modes, in KRaft
+    _OnDemand("kraft39_sandbox", KRAFT39, "sandbox-kraft39", kafka="3.9", mode="kraft"),
     # 3 brokers over 2 racks (brokers 0 and 2 share rack1): a partition can violate KIP-36
     # rack diversity, and leaders be uneven by rack while even by broker.
-    _OnDemand("rack_sandbox", "airflow", "sandbox-airflow", racks=2),
+    _OnDemand("rack_sandbox", "airflow", "sandbox-airflow", racks=2, kafka="4.4", mode="kraft"),
 )}
 
 
@@ -95,6 +100,8 @@ def scope_of(nodeid: str) -> str:
     if suite in _ONE_WORKER_SUITES:
         return ONE_WORKER
     module, _, name = nodeid.partition("::")
+    if suite != "unit" and module.endswith(f"_{KRAFT39}.py"):
+        return KRAFT39
     if suite != "unit" and (module.endswith(f"_{KRAFT}.py")
                             or name.startswith(f"test_{KRAFT}_")):
         return KRAFT
@@ -139,6 +146,24 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     return ChaosOnOneWorker(config, log)
 
 
+MATRIX = Path(__file__).resolve().parents[1] / ".make" / "kafka-matrix.json"
+
+
+def prove(record_property: Any, state: SandboxState, *capabilities: str) -> None:
+    """Record that this test, if it passes, proved ``capabilities`` (tests/matrix.py's
+    columns) on the sandbox's Kafka line and mode; README's table is made from them."""
+    record_property("proves", {"kafka": state.kafka, "mode": state.mode,
+                               "capabilities": list(capabilities)})
+
+
+def _write_matrix(reports: list[pytest.TestReport]) -> None:
+    passed = {r.nodeid for r in reports if r.when == "call" and r.outcome == "passed"}
+    proven = [dict(found, test=r.nodeid) for r in reports if r.when == "teardown"
+              for key, found in r.user_properties if key == "proves" and r.nodeid in passed]
+    MATRIX.parent.mkdir(exist_ok=True)
+    MATRIX.write_text(json.dumps(proven, indent=1) + "\n")
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """What the whole-loop tests measured, one line per test: `record_property("figures",
     {"what": ..., name: value})` in a test (the chaos scenarios: tests/chaos/conftest.py).
@@ -146,6 +171,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     bench/ measures it); they travel with the test's report, through xdist too."""
     reports = [r for rs in terminalreporter.stats.values() for r in rs
                if isinstance(r, pytest.TestReport)]
+    _write_matrix(reports)
     outcome = {r.nodeid: r.outcome for r in reports if r.when == "call"}
     lines = []
     for r in reports:
@@ -163,8 +189,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 @pytest.fixture(scope="session")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxState]:
-    """ZooKeeper + 3 brokers x 2 log dirs over 3 racks; shared, so tests heal what they break."""
-    state = _bring_up(tmp_path_factory.mktemp("sandbox-zk"))
+    """Kafka 3.9 in ZooKeeper mode, 3 brokers x 2 log dirs over 3 racks; shared, so tests
+    heal what they break."""
+    state = _bring_up(tmp_path_factory.mktemp("sandbox-zk"), kafka="3.9", mode="zk")
     try:
         yield state
     finally:
@@ -186,13 +213,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 @pytest.fixture
 def kraft_sandbox(tmp_path_factory: pytest.TempPathFactory) -> SandboxState:
-    """The same layout in KRaft mode (KIP-858 JBOD), only for the tests that ask for it."""
+    """The same layout on Kafka 4.4 (KRaft only, KIP-858 JBOD), for the tests that ask."""
     return ON_DEMAND["kraft_sandbox"].get(tmp_path_factory)
 
 
 @pytest.fixture
+def kraft39_sandbox(tmp_path_factory: pytest.TempPathFactory) -> SandboxState:
+    """Kafka 3.9 in KRaft mode (static quorum, reload4j), for the version matrix."""
+    return ON_DEMAND["kraft39_sandbox"].get(tmp_path_factory)
+
+
+@pytest.fixture
 def rack_sandbox(tmp_path_factory: pytest.TempPathFactory) -> SandboxState:
-    """ZooKeeper + 3 brokers x 2 log dirs over 2 racks, for the Airflow tests."""
+    """Kafka 4.4 (KRaft), 3 brokers x 2 log dirs over 2 racks, for the Airflow tests."""
     return ON_DEMAND["rack_sandbox"].get(tmp_path_factory)
 
 

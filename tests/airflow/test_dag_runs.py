@@ -14,6 +14,7 @@ from sandbox.processes import free_port
 from sandbox.state import SandboxState
 from sandbox.traffic import delete_topic
 from tests.airflow.conftest import DagResult, run_dag
+from tests.conftest import prove
 from tests.integration.serve_harness import bench, placed_topic
 from tests.polling import wait_until
 
@@ -291,7 +292,8 @@ class Member:
 
 
 def test_consumer_rebalance_plans_rack_aware_targets_for_an_opted_in_group(
-        rack_sandbox: SandboxState, airflow_env: dict[str, str], tmp_path: Path) -> None:
+        rack_sandbox: SandboxState, airflow_env: dict[str, str], tmp_path: Path,
+        record_property) -> None:
     import json
     import uuid
 
@@ -332,3 +334,4 @@ def test_consumer_rebalance_plans_rack_aware_targets_for_an_opted_in_group(
     rack2 = [tps for tps in by_member.values()
              if all(placement[tp["partition"]].count(1) for tp in tps)]
     assert rack2, by_member  # the rack2 member only gets partitions with a replica there
+    prove(record_property, state, "consumer locality")

@@ -39,6 +39,8 @@ THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.thr
 # (scenario, timings) of the scenarios the running test ended; tests/chaos/conftest.py
 # hands them to pytest, which prints them at the end of the run.
 REPORTED: list[tuple[str, dict[str, Any]]] = []
+# the sandboxes the scenarios of the current test ran on (README's Kafka table)
+RAN_ON: list[SandboxState] = []
 
 
 @dataclass
@@ -258,6 +260,7 @@ def _traffic(state: SandboxState, the_loop: loop.Loop, name: str,
         for reader in readers.values():
             reader.stop()
         REPORTED.append((name, dict(s.timings)))
+        RAN_ON.append(state)
 
 
 def some_dir(state: SandboxState, broker: int, topic: str) -> str:

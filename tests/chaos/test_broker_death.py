@@ -24,6 +24,7 @@ DETECT = {"detect": {"broker_death_grace_seconds": GRACE_S},
 
 @pytest.fixture(scope="module")
 def four(tmp_path_factory) -> Iterator[SandboxState]:
+    # the default Kafka line, KRaft: a dead broker is fenced by the controller
     state = cluster.up(tmp_path_factory.mktemp("four-brokers"), brokers=4, racks=2)
     try:
         yield state

@@ -163,10 +163,10 @@ def _ask(serve: ServeProcess, path: str, token: str, give_up: float) -> tuple[in
 
 
 def test_serve_keeps_answering_under_http_abuse_and_nothing_executes(
-        sandbox: SandboxState, tmp_path: Path, record_property) -> None:
-    with bench(sandbox, tmp_path, '[actions]\nrebalance_leaders = "approve"\n') as b:
+        chaos_sandbox: SandboxState, tmp_path: Path, record_property) -> None:
+    with bench(chaos_sandbox, tmp_path, '[actions]\nrebalance_leaders = "approve"\n') as b:
         serve = b.serve()
-        topic = leader_tilted_topic(sandbox, "abuse", [0, 1, 2], new_leader=1)
+        topic = leader_tilted_topic(chaos_sandbox, "abuse", [0, 1, 2], new_leader=1)
         action = b.action("rebalance_leaders", reorder_plan(topic, [1, 0, 2]),
                           "broker 1 should lead")
         b.propose(action)

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from sandbox import loop
 from sandbox.processes import children_by_parent
 from tests.chaos.chaos_support import load, scenario, some_dir
 from tests.e2e.loop_support import stream_batches, wait_for_batches
@@ -18,14 +19,16 @@ pytestmark = pytest.mark.chaos
 # Slow enough that the copy takes seconds: there is a "mid-reassignment" to kill into.
 SLOW = ('[actions]\nfix_offline_replicas = "auto"\n[limits]\n'
         "inter_broker_throttle_bytes_per_s = 262144\n")
-PIECES = ("collect-metrics", "collect-zk", "collect-snapshots", "stream")
+# what runs beside serve: the collectors that apply to the sandbox, and the job
+def pieces(state) -> tuple[str, ...]:
+    return tuple(n for n in loop.pieces_for(state) if n != "serve")
 
 
-def test_serve_killed_mid_reassignment_resumes_and_runs_the_fix_once(sandbox, tmp_path):
-    with scenario(sandbox, tmp_path / "loop", "serve-kill", policy=SLOW) as s:
-        load(sandbox, s.topic, 6)
+def test_serve_killed_mid_reassignment_resumes_and_runs_the_fix_once(chaos_sandbox, tmp_path):
+    with scenario(chaos_sandbox, tmp_path / "loop", "serve-kill", policy=SLOW) as s:
+        load(chaos_sandbox, s.topic, 6)
         broker = 1
-        path = some_dir(sandbox, broker, s.topic)
+        path = some_dir(chaos_sandbox, broker, s.topic)
         try:
             start = s.fail(broker, path)
             fix = s.wait_fix(broker, path)
@@ -49,23 +52,23 @@ def test_serve_killed_mid_reassignment_resumes_and_runs_the_fix_once(sandbox, tm
 
 
 def test_the_job_and_collectors_killed_right_after_a_fault_still_heal_it_once(
-        sandbox, tmp_path):
-    with scenario(sandbox, tmp_path / "loop", "job-kill") as s:
+        chaos_sandbox, tmp_path):
+    with scenario(chaos_sandbox, tmp_path / "loop", "job-kill") as s:
         broker = 2
-        path = some_dir(sandbox, broker, s.topic)
+        path = some_dir(chaos_sandbox, broker, s.topic)
         try:
             start = s.fail(broker, path)
             time.sleep(1.0)  # the collectors scrape, the job is on a batch
             job = s.loop.pieces["stream"].pid
             jvms = java_children(job)
             assert len(jvms) == 1, children_by_parent().get(job)  # the driver
-            for name in PIECES:
+            for name in pieces(chaos_sandbox):
                 assert s.loop.stop(name, sig=signal.SIGKILL)
             # The driver JVM, in a session of its own (out of a service manager's group
             # stop), follows its job even so: its gateway exits when its stdin closes.
             _wait_gone(jvms[0])
             time.sleep(2.0)
-            for name in PIECES:
+            for name in pieces(chaos_sandbox):
                 s.loop.start(name)
             s.healed_once(broker, path, start)
             # later batches (scrapes, snapshots) still report the dir: no second fix

@@ -68,20 +68,21 @@ def test_expired_zookeeper_sessions_and_a_zookeeper_outage_are_ridden_out(sandbo
 
 
 def test_the_bus_unreachable_for_a_minute_loses_nothing_and_proposes_nothing_twice(
-        sandbox, tmp_path):
-    with scenario(sandbox, tmp_path / "loop", "bus") as s:
+        chaos_sandbox, tmp_path):
+    with scenario(chaos_sandbox, tmp_path / "loop", "bus") as s:
         start = time.monotonic()
-        ids = [b.node_id for b in sandbox.brokers]
-        cluster.kill_brokers(sandbox, ids, graceful=True)  # the bus is this cluster
+        ids = [b.node_id for b in chaos_sandbox.brokers]
+        cluster.kill_brokers(chaos_sandbox, ids, graceful=True)  # the bus is this cluster
         time.sleep(60)
-        cluster.start_brokers(sandbox, ids, timeout=180)
-        sandbox.reload()
+        cluster.start_brokers(chaos_sandbox, ids, timeout=180)
+        chaos_sandbox.reload()
         # Back means whole again: every replica in sync. A dir failed while the restarted
         # brokers were still catching up once left the bus partitions it held led from
         # the failed dir until that broker restarted, and the job's offset fetches
         # waited on them (a different, overlapping fault).
         prefix = s.loop.config["bus"]["topic_prefix"]
-        s.wait(lambda: in_sync(sandbox, prefix, s.topic), "the bus and the topic in sync", 120)
+        s.wait(lambda: in_sync(chaos_sandbox, prefix, s.topic), "the bus and the topic in sync",
+               120)
         s.timings["bus away s"] = time.monotonic() - start
         s.loop.check_alive()  # every piece rode it out
         heal_next_fault(s, 0, "after the bus came back")

@@ -1,4 +1,4 @@
-"""No record stops the product: with the whole loop running on the ZooKeeper sandbox
+"""No record stops the product: with the whole loop running on the sandbox
 (three collectors, the Spark job, `serve` with fixes on auto) and traffic on a test topic,
 a dir fails while deeply nested JSON, tombstones, invalid UTF-8, a 5 MB string, wrong
 types, a bad snapshot chunk and a manifest of chunks never written go onto every
@@ -78,14 +78,14 @@ def produce_poison(state: SandboxState, prefix: str, tag: str
     return written, refused
 
 
-def test_poison_on_every_topic_during_a_real_fault_stops_nothing(sandbox, tmp_path):
-    with scenario(sandbox, tmp_path / "loop", "poison") as s:
+def test_poison_on_every_topic_during_a_real_fault_stops_nothing(chaos_sandbox, tmp_path):
+    with scenario(chaos_sandbox, tmp_path / "loop", "poison") as s:
         prefix = s.loop.config["bus"]["topic_prefix"]
         broker = 1
-        path = some_dir(sandbox, broker, s.topic)
+        path = some_dir(chaos_sandbox, broker, s.topic)
         try:
             start = s.fail(broker, path)
-            written, refused = produce_poison(sandbox, prefix, uuid.uuid4().hex[:8])
+            written, refused = produce_poison(chaos_sandbox, prefix, uuid.uuid4().hex[:8])
             # Compressed, 5 MB of one letter fits every topic's 1 MB limit: it all gets in.
             assert refused == {}
             consumed = {k: v for k, v in written.items()

@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from sandbox import cluster, loop, traffic
+from tests.conftest import prove
 from tests.e2e.loop_support import dir_holding, drop_topics, fail_and_wait_for_fix, wait_for_batches
 from tests.integration.collect_support import TopicReader
 
@@ -47,6 +48,7 @@ def test_a_failed_dir_on_kraft_yields_one_fix(kraft_sandbox, tmp_path_factory, r
             100000).splitlines() if "[stream] batch " in line) + 8)
         fixes = [m for m in readers["actions"].messages if fix["action_id"].encode() in m.value]
         assert len(fixes) == 1
+        prove(record_property, state, "detect")
     finally:
         for reader in readers.values():
             reader.stop()

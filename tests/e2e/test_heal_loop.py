@@ -19,6 +19,7 @@ import pytest
 from remediation.executor.lifecycle import is_terminal
 from sandbox import alertmanager, cluster, loop, traffic
 from sandbox.state import SandboxState
+from tests.conftest import prove
 from tests.e2e.loop_support import dir_holding, drop_topics, on_dir_now, wait, wait_for_batches
 
 pytestmark = pytest.mark.e2e
@@ -107,6 +108,7 @@ def test_a_failed_disk_is_healed_after_one_click_in_a_real_browser(
         healed = time.monotonic() - clicked_at
         assert done["state"] == "succeeded", done
         record_property("figures", {"what": "heal (one click)", "click -> healthy s": healed})
+        prove(record_property, state, "detect", "fix")
         assert [e["actor"] for e in done["audit"] if e["to"] == "approved"] \
             and sum(1 for e in done["audit"] if e["to"] == "approved") == 1
 

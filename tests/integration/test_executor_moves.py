@@ -16,6 +16,7 @@ from sandbox.fill import fill_disk
 from sandbox.state import SandboxState
 from sandbox.status import kafka_admin
 from sandbox.traffic import delete_topic
+from tests.conftest import prove
 from tests.integration.serve_harness import (
     bench,
     lead_by_hand,
@@ -41,8 +42,14 @@ def dir_throttles(state: SandboxState) -> dict[int, str]:
             for name, configs in reply.get("broker", {}).items() if DIR_RATE in configs}
 
 
-def test_a_skewed_broker_is_evened_out_by_itself(sandbox: SandboxState, tmp_path: Path) -> None:
-    state = sandbox
+def test_a_skewed_broker_is_evened_out_by_itself(sandbox: SandboxState, tmp_path: Path,
+                                                  record_property) -> None:
+    even_out_a_skewed_broker(sandbox, tmp_path)
+    prove(record_property, sandbox, "disk moves")
+
+
+def even_out_a_skewed_broker(state: SandboxState, tmp_path: Path) -> None:
+    """The body, on any sandbox (test_executor_moves_kraft.py runs it on 4.4)."""
     policy = f'[actions]\nmove_replica_dirs = "auto"\n[limits]\n' \
              f"intra_broker_throttle_bytes_per_s = {DIR_THROTTLE}\n"
     broker = 1
@@ -85,8 +92,14 @@ def test_a_skewed_broker_is_evened_out_by_itself(sandbox: SandboxState, tmp_path
 
 
 def test_rebalance_leaders_puts_each_leader_where_the_plan_says(sandbox: SandboxState,
-                                                                tmp_path: Path) -> None:
-    state = sandbox
+                                                                tmp_path: Path,
+                                                                record_property) -> None:
+    rebalance_leaders_as_planned(sandbox, tmp_path)
+    prove(record_property, sandbox, "leaders")
+
+
+def rebalance_leaders_as_planned(state: SandboxState, tmp_path: Path) -> None:
+    """The body, on any sandbox (test_executor_moves_kraft.py runs it on 4.4)."""
     # every partition led by broker 0: badly skewed
     placed_topic(state, "serve-leaders", {p: [0, 1 + p % 2, 2 - p % 2] for p in range(6)})
     # The planner evens leaders out cluster-wide (serve supersedes a plan that does not),

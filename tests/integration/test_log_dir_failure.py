@@ -164,3 +164,29 @@ def test_kraft_log_dir_failure_shows_as_kafka_storage_error(kraft_sandbox):
         assert log_dir_errors(state, [victim])[victim][path] == 0
     finally:
         heal_if_failed(state, victim, path)
+
+
+def test_kraft_a_broker_whose_every_dir_failed_stops_and_leaves_the_cluster(kraft_sandbox):
+    """Kafka halts a broker with no log dir left: the product sees a dead broker (the
+    broker-death path), not a broker with failed dirs it could still move replicas on."""
+    from sandbox import cluster, processes
+
+    state = kraft_sandbox
+    victim = state.brokers[-1]
+    traffic.create_topic(state, "kraft-all-dirs", partitions=4, replication_factor=3)
+    try:
+        for path in victim.log_dirs:
+            cluster.fail_disk(state, victim.node_id, path)
+        traffic.produce(state, "kraft-all-dirs", 100)
+        wait_until(lambda: not processes.is_running(victim.pid, victim.marker),
+                   f"broker {victim.node_id} halting with every dir failed", 90)
+        wait_until(lambda: victim.node_id not in cluster.live_broker_ids(state),
+                   f"broker {victim.node_id} gone from the metadata", 60)
+    finally:
+        victim.pid = None
+        state.save()
+        for path in victim.log_dirs:
+            if disk_failed(path):
+                cluster.heal_disk(state, victim.node_id, path)
+        state.reload()
+        traffic.delete_topic(state, "kraft-all-dirs")

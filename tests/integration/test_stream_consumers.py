@@ -23,6 +23,7 @@ from core.live import open_admin, read_snapshot
 from core.locality import locality
 from core.model import ClusterModel
 from schemas.snapshot import snapshot_from_dict
+from tests.conftest import prove
 from tests.integration.serve_harness import placed_topic
 from tests.integration.test_consumer_groups_snapshot import Consumer
 from tests.integration.test_stream_job import awaited, cid, running_stream
@@ -57,7 +58,7 @@ def _at(doc: dict[str, Any], when: datetime) -> dict[str, Any]:
 
 
 def test_a_group_reading_across_racks_gets_one_assignment_and_a_rackless_member_a_page(
-        sandbox, consumer_stream):
+        sandbox, consumer_stream, record_property):
     job, bus = consumer_stream
     cluster_id = cid("groups")
     # RF 1, two partitions per broker (rack1, rack2, rack3): round robin over three
@@ -117,6 +118,7 @@ def test_a_group_reading_across_racks_gets_one_assignment_and_a_rackless_member_
     assert len(bus.actions(cluster_id, "assign_consumers")) == 1
     assert len([a for a in bus.actions(cluster_id, "page_operator")
                 if rackless in a["reason"]]) == 1
+    prove(record_property, sandbox, "consumer locality")
 
 
 def _stable(doc: dict[str, Any], sizes: dict[str, int]) -> dict[str, Any] | None:

@@ -25,8 +25,17 @@ def test_zk_in_kraft_mode_points_at_the_snapshot_collector(env, capsys):
 
 
 def test_zk_without_zookeeper_says_which_key_to_set(env, capsys):
+    env.setenv("SELFHEAL_CLUSTER_MODE", "zk")
     assert cli.main(["collect", "zk", "--once"]) == 2
     assert "set [cluster] zookeeper_connect" in capsys.readouterr().err
+
+
+def test_a_zookeeper_named_for_a_kraft_cluster_is_refused_in_one_line(env, capsys):
+    env.setenv("SELFHEAL_CLUSTER_ZOOKEEPER_CONNECT", "zk-1:2181")  # mode: kraft, the default
+    assert cli.main(["collect", "snapshots", "--once"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has no ZooKeeper" in err
+    assert "remove zookeeper_connect" in err and 'mode = "zk"' in err
 
 
 def test_snapshots_without_a_cluster_says_how_to_name_one(env, capsys):

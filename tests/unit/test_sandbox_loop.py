@@ -8,7 +8,8 @@ from sandbox import cluster, loop
 
 
 def test_loop_config_file_reads_back_as_the_sandbox_with_quick_intervals(tmp_path):
-    state = cluster.plan_layout(tmp_path / "sb", brokers=3, log_dirs=2, racks=3, mode="zk")
+    state = cluster.plan_layout(tmp_path / "sb", brokers=3, log_dirs=2, racks=3,
+                                mode="zk", kafka="3.9")
     prepared = loop.prepare(state, tmp_path / "loop", overrides={"detect": {
         "skew_window_seconds": 7.5}}, policy=str(tmp_path / "policy.toml"))
     config = load(prepared.config_path, env={}, use_fallbacks=False)
@@ -26,17 +27,25 @@ def test_loop_config_file_reads_back_as_the_sandbox_with_quick_intervals(tmp_pat
 def test_every_piece_runs_selfheal_with_the_loop_config_and_a_unique_marker(tmp_path):
     state = cluster.plan_layout(tmp_path / "sb", brokers=1, log_dirs=1, racks=0, mode="kraft")
     prepared = loop.prepare(state, tmp_path / "loop")
-    assert list(prepared.pieces) == list(loop.PIECES)
+    # KRaft: every piece but the ZooKeeper watcher
+    assert list(prepared.pieces) == [n for n in loop.PIECES if n != "collect-zk"]
     markers = {p.marker for p in prepared.pieces.values()}
-    assert len(markers) == len(loop.PIECES)
+    assert len(markers) == len(prepared.pieces)
     for name, piece in prepared.pieces.items():
         assert piece.argv[-len(loop.PIECES[name]):] == list(loop.PIECES[name])
         assert str(prepared.config_path) in piece.argv
         assert not piece.running()
 
 
+def test_a_zookeeper_sandbox_runs_every_piece(tmp_path):
+    state = cluster.plan_layout(tmp_path / "sb", brokers=1, log_dirs=1, racks=0, mode="zk",
+                                kafka="3.9")
+    assert list(loop.prepare(state, tmp_path / "loop").pieces) == list(loop.PIECES)
+
+
 def test_metrics_targets_are_the_fixed_ports_and_what_started_pieces_printed(tmp_path):
-    state = cluster.plan_layout(tmp_path / "sb", brokers=1, log_dirs=1, racks=0, mode="zk")
+    state = cluster.plan_layout(tmp_path / "sb", brokers=1, log_dirs=1, racks=0,
+                                mode="zk", kafka="3.9")
     prepared = loop.prepare(state, tmp_path / "loop", overrides={
         "collect": {"zk_http_port": 40123}})
     pieces = prepared.pieces

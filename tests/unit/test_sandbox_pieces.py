@@ -44,7 +44,7 @@ def test_missing_jars_say_to_run_make_jars(tmp_path, monkeypatch):
 
 
 def test_layout_assigns_racks_round_robin_and_distinct_ports(tmp_path):
-    state = cluster.plan_layout(tmp_path, brokers=4, log_dirs=3, racks=3, mode="zk")
+    state = cluster.plan_layout(tmp_path, brokers=4, log_dirs=3, racks=3, mode="zk", kafka="3.9")
     assert [b.rack for b in state.brokers] == ["rack1", "rack2", "rack3", "rack1"]
     ports = [s.port for s in state.servers()] + [b.exporter_port for b in state.brokers]
     assert len(set(ports)) == len(ports)
@@ -70,7 +70,7 @@ def test_bad_layout_arguments_are_refused(tmp_path):
 
 
 def test_state_file_round_trips_and_exposes_bootstrap(tmp_path):
-    state = cluster.plan_layout(tmp_path, brokers=2, log_dirs=1, racks=2, mode="zk")
+    state = cluster.plan_layout(tmp_path, brokers=2, log_dirs=1, racks=2, mode="zk", kafka="3.9")
     state.save()
     again = load(tmp_path)
     assert isinstance(again, SandboxState)
@@ -79,7 +79,7 @@ def test_state_file_round_trips_and_exposes_bootstrap(tmp_path):
 
 
 def test_resolve_dir_by_index_or_path_and_errors_name_what_exists(tmp_path):
-    state = cluster.plan_layout(tmp_path, brokers=2, log_dirs=2, racks=1, mode="zk")
+    state = cluster.plan_layout(tmp_path, brokers=2, log_dirs=2, racks=1, mode="zk", kafka="3.9")
     dirs = state.broker(1).log_dirs
     assert cluster.resolve_dir(state, 1, "1") == dirs[1]
     assert cluster.resolve_dir(state, 1, dirs[0]) == dirs[0]

@@ -57,6 +57,7 @@ def test_a_planned_layout_gives_every_server_and_exporter_its_own_port(
         tmp_path: Path) -> None:
     with PortBook() as book:
         state = cluster.plan_layout(tmp_path, brokers=8, log_dirs=1, racks=2, mode="zk",
+                                    kafka="3.9",
                                     ports=book)
         ports = [p for s in state.servers() for p in (s.port, s.exporter_port) if p]
         assert len(ports) == 1 + 8 * 2

@@ -1,0 +1,106 @@
+"""The whole-loop heal on one sandbox, the same body on every Kafka line and mode
+(test_heal_matrix_*.py; the ZooKeeper corner is test_heal_loop.py, with a real browser):
+a dir fails under traffic, the loop proposes one fix, it is approved through the API,
+`serve` moves the replicas, the cluster is whole and every acknowledged message was read
+exactly once."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+from remediation.executor.lifecycle import is_terminal
+from sandbox import cluster, loop, traffic, versions
+from sandbox.state import SandboxState
+from tests.conftest import prove
+from tests.e2e.loop_support import dir_holding, drop_topics, on_dir_now, wait, wait_for_batches
+
+POLICY = """
+[actions]
+fix_offline_replicas = "approve"
+"""
+
+
+def api(the_loop: loop.Loop, method: str, path: str, body: Any = None) -> Any:
+    request = urllib.request.Request(
+        f"{the_loop.serve_url}/api{path}", method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {the_loop.api_token}",
+                 "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        return json.load(resp)
+
+
+def heal_under_traffic(state: SandboxState, work: Path, record_property: Any) -> None:
+    (work / "policy.toml").write_text(POLICY)
+    topic = f"e2e-heal-{uuid.uuid4().hex[:6]}"
+    traffic.create_topic(state, topic, partitions=6, replication_factor=2)
+    the_loop = loop.start(
+        state, work, names=loop.pieces_for(state),
+        overrides={"bus": {"topic_prefix": f"e2em{uuid.uuid4().hex[:6]}."},
+                   "detect": {"leader_window_seconds": 86400.0,
+                              "disk_skew_min_bytes": 1 << 40}},
+        policy=str(work / "policy.toml"))
+    consumer = traffic.BackgroundConsumer(state, topic)
+    producer = traffic.BackgroundProducer(state, topic, rate_per_s=100)
+    broker = 1
+    path = dir_holding(state, broker, topic)
+    try:
+        wait_for_batches(the_loop, 0)
+        wait(lambda: api(the_loop, "GET", "/actions") is not None, "serve API", the_loop)
+        consumer.start()
+        producer.start()
+        wait(lambda: len(producer.acked) > 100, "traffic flowing", the_loop, timeout=60)
+        lost = {p for t, p in on_dir_now(state, broker, path) if t == topic}
+        assert lost
+        cluster.fail_disk(state, broker, path)
+        failed_at = time.monotonic()
+
+        def awaiting() -> dict[str, Any] | None:
+            return next((a for a in api(the_loop, "GET", "/actions")["actions"]
+                         if a["type"] == "fix_offline_replicas"
+                         and a["state"] == "awaiting_approval"), None)
+
+        fix = wait(awaiting, "fix awaiting approval", the_loop, timeout=120)
+        proposed = time.monotonic() - failed_at
+        approved_at = time.monotonic()
+        api(the_loop, "POST", f"/actions/{fix['id']}/approve", {})
+
+        def finished() -> dict[str, Any] | None:
+            shown = api(the_loop, "GET", f"/actions/{fix['id']}")
+            return shown if is_terminal(shown["state"]) else None
+
+        done = wait(finished, "the fix finishing", the_loop, timeout=300)
+        healed = time.monotonic() - approved_at
+        assert done["state"] == "succeeded", done
+        fixes = [a for a in api(the_loop, "GET", "/actions")["actions"]
+                 if a["type"] == "fix_offline_replicas"]
+        assert [a["id"] for a in fixes] == [fix["id"]]  # one fix, not one per signal
+
+        racks = {b.node_id: b.rack for b in state.brokers}
+        for p in traffic.partitions(state, topic):
+            name = f"{topic}-{p['partition_index']}"
+            assert len(p["replica_nodes"]) == 2 and not p["offline_replicas"], (name, p)
+            assert len({racks[r] for r in p["replica_nodes"]}) == 2, name
+            assert p["leader_id"] in p["replica_nodes"], name
+        time.sleep(2)
+        assert len(producer.acked) > 200
+        assert traffic.delivery_problems(producer, consumer) == []
+        line = versions.line(state.kafka).version
+        record_property("figures", {"what": f"heal {line} {state.mode}",
+                                    "fault -> fix s": proposed,
+                                    "approval -> healed s": healed})
+        prove(record_property, state, "detect", "fix")
+    finally:
+        producer.stop()
+        consumer.stop()
+        the_loop.stop_all()
+        drop_topics(state, the_loop.topic(""))
+        if cluster.disk_failed(path):
+            cluster.heal_disk(state.reload(), broker, path)
+            state.reload()
+        traffic.delete_topic(state, topic)

@@ -1,0 +1,15 @@
+"""The whole-loop heal on Kafka 3.9 in KRaft mode (heal_matrix.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.heal_matrix import heal_under_traffic
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_failed_disk_under_traffic_is_healed_on_3_9_kraft(kraft39_sandbox, tmp_path_factory,
+                                                            record_property) -> None:
+    heal_under_traffic(kraft39_sandbox, tmp_path_factory.mktemp("heal-3.9-kraft"),
+                       record_property)
