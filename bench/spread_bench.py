@@ -14,6 +14,7 @@ from typing import Any
 
 from core.model import ClusterModel
 from core.plan import recovery
+from core.plan.bounds import lower_bounds
 from core.plan.offline import plan_offline, received, work
 from schemas.snapshot import snapshot_from_dict
 
@@ -60,7 +61,7 @@ def figures(model: ClusterModel) -> dict[str, Any]:
     seconds = time.process_time() - t
     got = received(model, plan.reassignment.partitions)
     jobs, receivers, _ = work(model)
-    least, fewest = recovery.lower_bounds(jobs, receivers)
+    least, fewest = lower_bounds(jobs, receivers)
     return {"bytes": max(r.bytes for r in got), "replicas": max(r.replicas for r in got),
             "least": least, "fewest": fewest, "copied": sum(r.bytes for r in got),
             "receivers": len(got), "estimate": recovery.estimate(got, RATE),

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 from core.model import ClusterModel
 from core.plan import recovery
+from core.plan.bounds import lower_bounds
 from core.plan.formats import OfflinePlan, Reassignment, Unrecoverable, first_lines, human_bytes
 from core.plan.spread import Job, Receiver, order, spread
 from schemas.plans import ANY_DIR, PartitionAssignment
@@ -187,7 +188,7 @@ def _receivers(model: ClusterModel, plan: OfflinePlan, rate: int) -> list[str]:
     if top is None:
         return []
     jobs, receivers, _ = work(model)
-    least, fewest = recovery.lower_bounds(jobs, receivers)
+    least, fewest = lower_bounds(jobs, receivers)
     return [
         f"busiest receiver: broker {top.broker}, {human_bytes(top.bytes)} and "
         f"{max(r.replicas for r in got)} replicas at most on one broker; no plan can do with "

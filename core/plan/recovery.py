@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from core.plan.formats import human_bytes
-from core.plan.spread import lower_bounds as lower_bounds
 
 MiB = 1 << 20
 DEFAULT_RATE = 50 * MiB  # the executor's default inter_broker_throttle_bytes_per_s

@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.plan import recovery
+from core.plan.bounds import lower_bounds
 from core.plan.offline import explain, plan_offline, received, work
-from core.plan.spread import Job, Receiver, lower_bounds, spread
+from core.plan.spread import Job, Receiver, spread
 from tests.unit.plan_snapshots import model
 from tests.unit.spread_cases import feasible, optimum, skewed_cluster
 
