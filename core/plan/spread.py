@@ -10,7 +10,9 @@ step (the Rust port must give the same brokers).
 1. Greedy, jobs by size descending (then partition index), each new replica to the
    least key (adds no rack, degraded, bytes received, replicas received, bytes held
    after, broker id).
-2. Then moves and swaps off the busiest receiver while one lowers it (`_improve`).
+2. Then moves, swaps and chains off the busiest receiver while one lowers its bytes
+   (`_Improver.run`), and off the one with the most replicas while one lowers that
+   without raising the peak bytes (`_Improver.even_counts`).
 """
 
 from __future__ import annotations
