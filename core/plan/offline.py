@@ -190,9 +190,9 @@ def _receivers(model: ClusterModel, plan: OfflinePlan, rate: int) -> list[str]:
     jobs, receivers, _ = work(model)
     least, fewest = lower_bounds(jobs, receivers)
     return [
-        f"busiest receiver: broker {top.broker}, {human_bytes(top.bytes)} and "
-        f"{max(r.replicas for r in got)} replicas at most on one broker; no plan can do with "
-        f"less than {human_bytes(least)} and {fewest} (the lower bound)",
+        f"busiest receiver: broker {top.broker} copies {human_bytes(top.bytes)}; at most "
+        f"{max(r.replicas for r in got)} new replicas on one broker; no plan does with less "
+        f"than {human_bytes(least)} and {fewest} (the lower bounds)",
         f"recovery: {recovery.estimate(got, rate)}",
         "copied per broker (replicas): " + recovery.per_broker(got, limit=12),
     ]

@@ -116,7 +116,7 @@ def test_explain_states_the_objective_the_bound_and_the_recovery_time():
     top = recovery.busiest(got)
     assert top is not None
     assert "objective: among plans that keep KIP-36's rack spread" in text
-    assert f"busiest receiver: broker {top.broker}" in text
-    assert "(the lower bound)" in text
+    assert f"busiest receiver: broker {top.broker} copies" in text
+    assert "(the lower bounds)" in text
     assert f"recovery: about {round(top.bytes / (50 << 20) / 60)} min at 50 MiB/s; broker " \
            f"{top.broker} copies the most" in text
