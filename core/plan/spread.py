@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from core.plan.bounds import lower_bounds
 
+CHAIN_HOPS = 4  # moves in one chain that evens out replicas
 _Entry = tuple[int, int, int, int]  # (bytes received, replicas received, bytes held, broker)
 
 
@@ -234,32 +235,40 @@ class _Improver:
         return [] if best is None else [(best[2], b, best[3])]
 
     def count_chain(self, b: int, most: int, ceiling: int) -> list[Step]:
-        """B's replica to C, which passes one of its own (t bytes) on to D, a receiver
-        with two replicas fewer than B; C and D stay within the ceiling."""
+        """A path of moves B -> C1 -> ... -> D (at most CHAIN_HOPS): each broker passes
+        one replica on and keeps within the ceiling, D has two replicas fewer than B and
+        takes the last one. Searched by the smallest bytes arriving at each broker (less
+        arriving leaves more to pass on), ties by broker id; the first D reached wins."""
         got, count = self.state.got, self.state.count
-        takers = sorted((x for x in self.brokers if count[x] + 1 < most),
-                        key=lambda x: (count[x], got[x], x))
-        if not takers:
-            return []
-        best: tuple[int, ...] | None = None
+        # broker -> (bytes arriving, hops, the path of steps that brings them)
+        best: dict[int, tuple[int, int, list[Step]]] = {}
+        heap: list[tuple[int, int, int]] = []  # (bytes arriving, broker, hops)
         for s, k in self.on[b]:
             for c in self.brokers:
-                if c == b or not self.fits(k, b, c):
+                if c != b and (c not in best or s < best[c][0]) and self.fits(k, b, c):
+                    best[c] = (s, 1, [(k, b, c)])
+                    heapq.heappush(heap, (s, c, 1))
+        done: set[int] = {b}
+        while heap:
+            s, c, hops = heapq.heappop(heap)
+            if c in done or best[c][0] != s:
+                continue
+            done.add(c)
+            path = best[c][2]
+            if count[c] + 1 < most and got[c] + s <= ceiling:
+                return path
+            if hops == CHAIN_HOPS:
+                continue
+            moved = {k for k, _, _ in path}
+            for t, k2 in self.on[c]:
+                if k2 in moved or got[c] + s - t > ceiling:
                     continue
-                items = self.on[c]
-                lo = bisect_left(items, (got[c] + s - ceiling, -1))
-                for t, k2 in items[lo:]:
-                    for d in takers:
-                        if d == c or got[d] + t > ceiling or not self.fits(k2, c, d):
-                            continue
-                        key = (count[d] + 1, max(got[c] + s - t, got[d] + t), k, c, k2, d)
-                        if best is None or key < best:
-                            best = key
-                        break  # the takers come by (replicas, bytes): the first is the best
-        if best is None:
-            return []
-        _, _, k, c, k2, d = best
-        return [(k, b, c), (k2, c, d)]
+                for d in self.brokers:
+                    if d in done or (d in best and best[d][0] <= t) or not self.fits(k2, c, d):
+                        continue
+                    best[d] = (t, hops + 1, [*path, (k2, c, d)])
+                    heapq.heappush(heap, (t, d, hops + 1))
+        return []
 
     def count_exchange(self, b: int, most: int, ceiling: int) -> list[Step]:
         got, count = self.state.got, self.state.count

@@ -76,9 +76,11 @@ def test_large_clusters_come_within_10_percent_of_the_lower_bound(m):
     got, count = loads(jobs, spread(jobs, receivers))
     least, fewest = lower_bounds(jobs, receivers)
     assert max(got.values()) <= 1.10 * least
-    # Replicas come second: where every receiver is at the peak in bytes, evening out
-    # the counts would raise it, and the bound ignores bytes. Within 25% + 1 on most
-    # (299 of 300 seeds, docs/planning.md), 50% + 1 on all.
+    # Replicas come second. Within 25% + 1 of the bound on 300 of 300 seeds of this
+    # generator, but one of these 40 has each receiver of the rack that must take most
+    # copies at the byte peak to 0.1%: evening the counts out needs a rearrangement
+    # deeper than one chain (an integer program finds 10 where the plan has 13 and the
+    # bound says 9; docs/planning.md). 50% + 1 holds on all.
     assert max(count.values()) <= 1.5 * fewest + 1
 
 
