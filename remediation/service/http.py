@@ -46,6 +46,7 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
+from core.plan import recovery
 from remediation.executor.actions import stored_action
 from remediation.executor.lifecycle import State
 from remediation.executor.store import ActionRow, ActionStore
@@ -75,6 +76,7 @@ class Service:
     current: Callable[[], pages.Current | None] = lambda: None  # replicas now, if known
     # POST /api/actions: a signed action record -> (HTTP status, body)
     submit: Callable[[bytes], tuple[int, dict[str, Any]]] | None = None
+    throttle: int = recovery.DEFAULT_RATE  # the policy's inter-broker rate, for estimates
 
     def origin(self) -> str:
         parts = urlsplit(self.approvals.base_url)
@@ -157,7 +159,8 @@ def app(service: Service, limits: Limits) -> Edge:
         route(request, "action_page")
         row = row_of(action_id)
         alerts = [stored_alert(a) for a in svc.store.alerts(row.id)]
-        page = pages.render_action(row, svc.store.audit(row.id), alerts, svc.current())
+        page = pages.render_action(row, svc.store.audit(row.id), alerts, svc.current(),
+                                   svc.throttle)
         return Reply(200, page, HTML).response()
 
     def refusal(exc: LinkRefused) -> Reply:
@@ -181,7 +184,7 @@ def app(service: Service, limits: Limits) -> Edge:
             csrf_token=svc.approvals.signer.csrf_token(claims.nonce), link_token=token,
             current=svc.current(), alert=alerts[-1] if alerts else None,
             reasons=row.journal.get("decision", {}).get("reasons", ()),
-            expires_at=claims.expires_at)
+            expires_at=claims.expires_at, throttle=svc.throttle)
         return Reply(200, page, HTML).response()
 
     def confirm(raw: bytes) -> Reply:
