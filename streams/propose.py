@@ -31,7 +31,7 @@ from core.plan.formats import (
     human_bytes,
 )
 from schemas.actions import build_action
-from schemas.records import Action, Trigger
+from schemas.records import Action, Receiving, Trigger
 from schemas.registry import RecordError
 from schemas.snapshot import SnapshotError, snapshot_from_dict
 from schemas.snapshot_delta import apply_delta, check_delta
@@ -134,12 +134,12 @@ class Proposer:
         raise ValueError(f"unknown decision type {decision.type!r}")
 
     def _action(self, decision: Decision, type: str, plan: Any, reason: str, created: str,
-                bytes_moved: int = 0) -> Action:
+                bytes_moved: int = 0, received: Iterable[Receiving] | None = None) -> Action:
         return build_action(
             decision.cluster_id, type, plan, reason=reason,
             trigger=Trigger(decision.trigger_kind, decision.broker, decision.log_dir),
             event_time=clock.text(clock.from_epoch_ms(decision.event_time)),
-            bytes_moved=bytes_moved, created_at=created)
+            bytes_moved=bytes_moved, created_at=created, received=received)
 
     def _page(self, decision: Decision, message: str, dirs: list[str],
               created: str, partitions: tuple[Any, ...] = ()) -> Action:
@@ -178,7 +178,7 @@ class Proposer:
                       dirs: list[str]) -> list[Action]:
         """A fix for the partitions that lost a replica (``on_dir``: their sizes), and a
         page for those reassignment cannot repair."""
-        from core.plan.offline import plan_offline
+        from core.plan.offline import plan_offline, received
 
         if not on_dir:
             return []
@@ -196,9 +196,10 @@ class Proposer:
             reason = (f"{where}; {len(targets)} partition(s) lost their replica there: "
                       f"reassign them to healthy brokers, rack-aware ({human_bytes(copied)} "
                       "to copy)")
+            got = [Receiving(r.broker, r.bytes, r.replicas) for r in received(model, targets)]
             out.append(self._action(decision, FIX_OFFLINE,
                                     OfflinePlan(Reassignment(targets), lost), reason, created,
-                                    copied))
+                                    copied, got))
         if lost:
             out.append(self._page(decision, _lost_message(where, lost), dirs, created, lost))
         return out

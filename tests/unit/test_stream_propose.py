@@ -4,6 +4,7 @@ by reference, each action naming only what its trigger is about."""
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from typing import Any
 
 import msgspec
@@ -95,6 +96,11 @@ def test_fix_names_exactly_the_partitions_on_the_failed_dir_and_moves_them_off_i
         LOGDIR_EVENT, 1, "/d2")
     assert fix.event_time == "2027-01-15T08:00:00.000Z"
     assert fix.summary.bytes == GIB * len(fix.plan["partitions"])
+    # What each new replica's broker copies, for the recovery time on the pages.
+    new = Counter(b for t in fix.plan["partitions"] for b in t["replicas"][1:])
+    assert fix.summary.received is not None
+    assert {(r.broker, r.bytes, r.replicas) for r in fix.summary.received} == {
+        (b, GIB * n, n) for b, n in new.items()}
     # The RF-1 partition lost its only copy: that is for a person.
     assert page.type == PAGE and page.plan["partitions"] == [{"topic": "solo", "partition": 0}]
     assert "solo (1 partition)" in page.plan["message"] and page.summary.partitions == 1
