@@ -22,12 +22,19 @@ from streams.detect_types import SnapshotRef
 # (where, cluster id) -> the record's value; LookupError when it cannot be read back.
 ReadSnapshot = Callable[[SnapshotRef, str], bytes]
 
+# Clusters whose document is kept, the most recently used: a fleet's decoded snapshot is
+# ~136 MiB (300,000 replicas), and a job reading a bus shared by many clusters must not
+# hold them all; a cluster not kept is read in place, as before.
+MAX_KEPT = 2
+
 
 class SnapshotKeeper:
     """``get(ref, cluster)``: the snapshot document at ``ref``; ``keep`` reads one ahead."""
 
-    def __init__(self, read: ReadSnapshot, background: ReadSnapshot | None = None) -> None:
+    def __init__(self, read: ReadSnapshot, background: ReadSnapshot | None = None,
+                 most: int = MAX_KEPT) -> None:
         self.read = read
+        self.most = most
         self.background = background
         self._docs: dict[str, tuple[SnapshotRef, dict[str, Any]]] = {}
         self._loading: dict[str, tuple[SnapshotRef, Future[dict[str, Any]]]] = {}
@@ -51,15 +58,26 @@ class SnapshotKeeper:
         with self._lock:
             held = self._docs.get(cluster_id)
             if held is None or held[0].taken_at <= ref.taken_at:
-                self._docs[cluster_id] = (ref, doc)
+                self._hold(cluster_id, ref, doc)
+            if self._loading.get(cluster_id, (None,))[0] == ref:
+                del self._loading[cluster_id]  # kept now (or let go): not held twice
         return doc
+
+    def _hold(self, cluster_id: str, ref: SnapshotRef, doc: dict[str, Any]) -> None:
+        """Keep ``doc`` as the cluster's, the most recent; the least recent beyond
+        `most` go (under the lock)."""
+        self._docs.pop(cluster_id, None)
+        self._docs[cluster_id] = (ref, doc)
+        while len(self._docs) > self.most:
+            del self._docs[next(iter(self._docs))]
 
     def get(self, ref: SnapshotRef, cluster_id: str) -> dict[str, Any]:
         with self._lock:
             held = self._docs.get(cluster_id)
             loading = self._loading.get(cluster_id)
-        if held is not None and held[0] == ref:
-            return held[1]
+            if held is not None and held[0] == ref:
+                self._hold(cluster_id, ref, held[1])
+                return held[1]
         if loading is not None and loading[0] == ref:
             try:
                 return loading[1].result()
@@ -67,7 +85,7 @@ class SnapshotKeeper:
                 pass
         doc: dict[str, Any] = msgspec.json.decode(self.read(ref, cluster_id))
         with self._lock:
-            self._docs[cluster_id] = (ref, doc)
+            self._hold(cluster_id, ref, doc)
         return doc
 
     def close(self) -> None:

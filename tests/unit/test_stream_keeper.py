@@ -66,3 +66,15 @@ def test_a_snapshot_never_kept_is_read_in_place():
     keeper = SnapshotKeeper(here)
     keeper.keep(ref(5), "c1")  # no reader of its own: nothing read ahead
     assert keeper.get(ref(7), "c1")["offset"] == 7 and here.calls == [(7, "c1")]
+
+
+def test_only_the_most_recently_used_clusters_are_kept():
+    here, ahead = Reads(), Reads()
+    keeper = SnapshotKeeper(here, ahead, most=2)
+    for n, cluster in enumerate(("c1", "c2", "c3")):
+        keeper.keep(ref(n), cluster)
+        keeper.get(ref(n), cluster)
+    keeper.get(ref(0), "c1")  # let go for c3: read in place
+    keeper.get(ref(2), "c3")  # still kept
+    keeper.close()
+    assert here.calls == [(0, "c1")] and len(ahead.calls) == 3
