@@ -28,11 +28,13 @@ class DeadTarget:
     broker: int
     path: str | None
     partitions: tuple[TP, ...]
+    adds: bool = True  # a dead broker the plan copies to; else one it moves dirs on
 
     def describe(self) -> str:
         names = summarise(f"{t}-{p}" for t, p in self.partitions)
         if self.path is None:
-            return f"broker {self.broker}, which the plan adds replicas of {names} to, is down"
+            verb = "adds replicas of {} to" if self.adds else "moves replicas of {} on"
+            return f"broker {self.broker}, which the plan {verb.format(names)}, is down"
         return (f"log dir {self.path} on broker {self.broker}, which the plan puts replicas "
                 f"of {names} in, is offline")
 
@@ -53,20 +55,26 @@ def dead(action: Action, view: LiveView, journal: Mapping[str, Any]) -> list[Dea
     """The targets of an executing action that died, with the partitions each one had."""
     model = view.model
     found: dict[tuple[int, str | None], list[TP]] = {}
-    for (topic, partition, broker) in _added(action, view, journal.get("adding")):
+    added = _added(action, view, journal.get("adding"))
+    for (topic, partition, broker) in added:
         if broker not in model.alive:
             found.setdefault((broker, None), []).append((topic, partition))
+    moved_on: dict[int, list[TP]] = {}
     for t in action.targets():
         for b in t.replicas:
             path = t.dir_of(b)
-            if (path is None or (b, None) in found or not view.heard(b)
-                    or path not in model.dirs.get(b, {})):
+            if path is None or (b, None) in found:
                 continue
-            if not view.online_dir(b, path):
+            if b not in model.alive:
+                if (t.topic, t.partition, b) not in added:
+                    moved_on.setdefault(b, []).append((t.topic, t.partition))
+            elif (view.heard(b) and path in model.dirs.get(b, {})
+                  and not view.online_dir(b, path)):
                 found.setdefault((b, path), []).append((t.topic, t.partition))
-    return [DeadTarget(b, path, tuple(sorted(set(tps))))
-            for (b, path), tps in sorted(found.items(), key=lambda kv: (kv[0][0],
-                                                                        kv[0][1] or ""))]
+    out = [DeadTarget(b, path, tuple(sorted(set(tps)))) for (b, path), tps in found.items()]
+    out += [DeadTarget(b, None, tuple(sorted(set(tps))), adds=False)
+            for b, tps in moved_on.items() if (b, None) not in found]
+    return sorted(out, key=lambda g: (g.broker, g.path or ""))
 
 
 def _added(action: Action, view: LiveView,

@@ -143,3 +143,7 @@ def test_only_a_target_seen_gone_is_dead(answered: frozenset[int] | None) -> Non
     gone = cluster(partition("t", 0, [1, 4]), dead=4)
     assert [g.broker for g in dead(fix([1, 4]), gone, {"adding": [["t", 0, 4]]})] == [4]
     assert dead(fix([1, 4]), gone, {}) == []
+    # A dir move on a broker that died cannot finish either.
+    down = cluster(*SKEWED, dead=1)
+    assert [g.describe() for g in dead(move(1, "/d2", [1, 2]), down, {})] == [
+        "broker 1, which the plan moves replicas of t-0 on, is down"]
