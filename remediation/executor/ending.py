@@ -47,6 +47,7 @@ class Ending:
     timeouts: Timeouts
     _clock: Callable[[], datetime]
     _log: Callable[[str], None]
+    _replans: set[str] | None  # failed fixes to plan again; None: not yet read from the store
 
     def _read(self, action: Action) -> LiveView:
         """The live cluster as far as this action is concerned: all brokers and dirs, the
@@ -99,10 +100,15 @@ class Ending:
         failed dir as lost (their future replicas went with it; the replicas stay where
         they were), and end the action failed, the rest reverted as for any failure."""
         died = "; ".join(g.describe() for g in gone)
-        self.store.update_journal(row.id, target_died={
+        # A fix's partitions are still short of a copy: planned again at once (replan.py).
+        again = sorted({tp for g in gone for tp in g.partitions}
+                       if action.type == "fix_offline_replicas" else ())
+        self.store.update_journal(row.id, replan=[list(tp) for tp in again], target_died={
             "at": clock.text(self._clock()),
             "targets": [{"broker": g.broker, "log_dir": g.path,
                          "partitions": [list(tp) for tp in g.partitions]} for g in gone]})
+        if again and self._replans is not None:
+            self._replans.add(row.id)
         done: list[str] = []
         onto_dead = sorted({tp for g in gone if g.path is None for tp in g.partitions
                             if tp in view.reassigning})

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from core import clock
 from core.plan.disks import DEFAULT_THRESHOLD
 from core.signing import ActionSigner, SignatureError
-from remediation.executor import checks
+from remediation.executor import checks, replan
 from remediation.executor.actions import ActionError, parse_action_json, stored_action
 from remediation.executor.cluster import ClusterError, KafkaCluster
 from remediation.executor.ending import Timeouts
@@ -87,6 +87,7 @@ class Executor(Moves):
                                             flush=True))
         self._last_error: str | None = None
         self._seen: set[str] = set()  # actions this executor has stepped
+        self._replans: set[str] | None = None
         self.errors = 0  # Kafka calls that failed (retried on the next tick)
         self.failing_since: float | None = None  # monotonic time of the first of a run of them
 
@@ -176,8 +177,9 @@ class Executor(Moves):
         try:
             for row in running:
                 self.step(row)
+            self._replan_failed()
             if not running:
-                approved = [r for r in rows if r.state is State.APPROVED]
+                approved = [r for r in self.store.in_flight() if r.state is State.APPROVED]
                 if approved:
                     self.step(approved[0])
             self._last_error = None
@@ -189,6 +191,28 @@ class Executor(Moves):
             if str(exc) != self._last_error:  # say it once, not every tick
                 self._log(f"{exc}; retrying")
                 self._last_error = str(exc)
+
+    def _replan_failed(self) -> None:
+        """Plan again the partitions of fixes whose target died (`replan.py`), through
+        the intake, as soon as their cancels have landed."""
+        if self._replans is None:  # first tick: also those an earlier executor left
+            self._replans = {r.id for r in self.store.list(State.FAILED) if replan.pending(r)}
+        for action_id in sorted(self._replans):
+            row = self.store.get(action_id)
+            if row is None or not replan.pending(row):
+                self._replans.discard(action_id)
+                continue
+            made = replan.fresh_plan(row, self._read(stored_action(row.record)), self.signer)
+            if made == "wait":
+                continue
+            self._replans.discard(action_id)
+            if isinstance(made, str):
+                replan.link(self.store, row, None, made)
+                continue
+            got = self.receive(made.to_json(), source=f"replan of {row.id[:12]}")
+            replan.link(self.store, row, got.action_id, f"{got.outcome}: {got.reason}")
+            self._log(f"action {row.id[:12]}'s partitions planned again: {got.outcome} "
+                      f"{(got.action_id or '')[:12]}")
 
     def _resolve_pages(self) -> None:
         """Close the pages whose problem the live cluster no longer shows (at most every

@@ -97,7 +97,7 @@ def test_a_disk_move_whose_target_dir_fails_ends_failed_never_succeeded(tmp_path
         {"broker": 1, "log_dir": "/d2", "partitions": [["t", 0]]}]
 
 
-def test_a_copy_onto_a_broker_that_dies_is_cancelled_and_the_action_fails(
+def test_a_copy_onto_a_broker_that_dies_is_cancelled_failed_and_planned_again_at_once(
         tmp_path: Path) -> None:
     # t-0 lost its replica on broker 3's failed /d2; the fix copies it to broker 4.
     action = fix([1, 4])
@@ -118,6 +118,23 @@ def test_a_copy_onto_a_broker_that_dies_is_cancelled_and_the_action_fails(
         "a copy: t-0 is back on [1, 3], its replica on broker 3 offline; nothing else was "
         "in flight")
     assert all(v is None for values in kafka.set.values() for v in values.values())
+
+    # Planned again at once, once the cancel has landed: onto a live broker, no grace.
+    executor.tick()  # Kafka still lists the reassignment: wait
+    assert executor.store.get(action.action_id).journal.get("replanned") is None  # type: ignore[union-attr]
+    kafka.view = cluster(BROKEN, offline=(3,), dead=4)
+    executor.tick()
+    old = executor.store.get(action.action_id)
+    assert old is not None and old.state is State.FAILED
+    new = executor.store.get(old.journal["replanned"])
+    assert new is not None and new.state is State.AWAITING_APPROVAL  # policy: a fix is approved
+    assert new.record["plan"]["partitions"] == [{"topic": "t", "partition": 0,
+                                                 "replicas": [1, 2], "log_dirs": ["any", "/d1"]}]
+    assert new.record["reason"].startswith(f"planned again at once for action "
+                                           f"{action.action_id[:12]}, whose target died")
+    assert [a.reason for a in executor.store.audit(old.id)][-1].startswith(
+        f"planned again at once as action {new.id[:12]} (proposed: policy: "
+        "fix_offline_replicas needs approval")
 
 
 def test_a_target_that_dies_while_its_copy_is_verified_fails_at_once(tmp_path: Path) -> None:
