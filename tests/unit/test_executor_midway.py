@@ -32,6 +32,10 @@ class Cluster:
     def read(self, future_of: Any = (), topics: Any = None) -> LiveView:
         return self.view
 
+    @property
+    def last_view(self) -> LiveView:
+        return self.view
+
     def reassign(self, targets: dict[Any, Any]) -> dict[Any, str]:
         self.calls.append(("reassign", dict(targets)))
         return {}
@@ -109,7 +113,7 @@ def test_a_copy_onto_a_broker_that_dies_is_cancelled_failed_and_planned_again_at
     executor.tick()
     kafka.calls.clear()
     kafka.view = LiveView(cluster(copying, offline=(3,), dead=4).model, reassigning=flying)
-    state, error, _ = ended(executor, action)
+    state, error, audit = ended(executor, action)
     assert state is State.FAILED
     assert kafka.calls == [("reassign", {("t", 0): None})]  # cancelled once, not twice
     assert error == (
@@ -117,7 +121,13 @@ def test_a_copy_onto_a_broker_that_dies_is_cancelled_failed_and_planned_again_at
         "1 reassignments onto it cancelled, their original replicas back; still short of "
         "a copy: t-0 is back on [1, 3], its replica on broker 3 offline; nothing else was "
         "in flight")
-    assert all(v is None for values in kafka.set.values() for v in values.values())
+    # Every throttle put back but the dead broker's, which takes no config change: named.
+    assert all(v is None for r, values in kafka.set.items() if r != "broker:4"
+               for v in values.values())
+    assert set(kafka.set["broker:4"].values()) == {str(Policy().limits.
+                                                       inter_broker_throttle_bytes_per_s)}
+    assert any(a.startswith("broker down, its throttle left as set (put back by hand when it "
+                            "returns: broker:4 ") for a in audit), audit
 
     # Planned again at once, once the cancel has landed: onto a live broker, no grace.
     executor.tick()  # Kafka still lists the reassignment: wait
