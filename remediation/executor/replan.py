@@ -41,8 +41,12 @@ def fresh_plan(row: ActionRow, view: LiveView, signer: ActionSigner) -> Action |
     plan = plan_offline(view.model)
     chosen = [t for t in plan.reassignment.partitions if (t.topic, t.partition) in wanted]
     if not chosen:
-        return ("nothing to plan again: " + summarise(f"{t}-{p}" for t, p in sorted(wanted))
-                + " have no offline replica now, or no live broker can take them")
+        stuck = [f"{u.topic}-{u.partition}: {u.reason}" for u in plan.unrecoverable
+                 if (u.topic, u.partition) in wanted]
+        return ("no live broker can take them, for the operator: " + summarise(stuck)
+                if stuck else "nothing to plan again: "
+                + summarise(f"{t}-{p}" for t, p in sorted(wanted)) + " have no offline "
+                "replica now")
     sizes = {(p.topic, p.partition): max((r.size_bytes for r in p.replicas), default=0)
              for p in view.model.partitions}
     old = stored_action(row.record)

@@ -17,8 +17,8 @@ from remediation.executor.store import ActionStore
 from remediation.executor.targets import dead
 from remediation.executor.view import LiveView, Reassigning
 from schemas.records import Action
-from tests.unit.plan_snapshots import GIB, partition
-from tests.unit.test_executor_checks import BROKEN, cluster, fix, move
+from tests.unit.plan_snapshots import GIB, broker, doc, model, partition
+from tests.unit.test_executor_checks import BROKEN, DIRS, OFF, cluster, fix, move
 
 
 class Cluster:
@@ -174,3 +174,17 @@ def test_only_a_target_seen_gone_is_dead(answered: frozenset[int] | None) -> Non
     down = cluster(*SKEWED, dead=1)
     assert [g.describe() for g in dead(move(1, "/d2", [1, 2]), down, {})] == [
         "broker 1, which the plan moves replicas of t-0 on, is down"]
+
+
+def test_a_partition_no_live_broker_can_take_is_left_to_the_operator_and_said(
+        tmp_path: Path) -> None:
+    action = fix([1, 4])
+    executor, kafka = started(tmp_path, action, cluster(BROKEN, offline=(3,)))
+    # Brokers 2 and 4 go down; broker 3 holds the offline copy: no broker is left.
+    brokers = [broker(b, f"r{b}", ("/d1", OFF) if b == 3 else DIRS, alive=b in (1, 3))
+               for b in (1, 2, 3, 4)]
+    kafka.view = LiveView(model(doc(brokers, [BROKEN])))
+    state, _, audit = ended(executor, action)
+    assert state is State.FAILED
+    assert audit[-1].startswith("not planned again: no live broker can take them, for the "
+                                "operator: t-0: only 0 of the 1 replacement replicas fit")
