@@ -17,7 +17,7 @@ APT_STAMP := .make/apt.stamp
 # Prometheus (and its promtool) for the alert rules and the dashboards' queries.
 APT_PACKAGES := openjdk-17-jdk-headless maven chromium prometheus-alertmanager prometheus
 
-.PHONY: demo test chaos bench lint jars venv deps clean-sandbox help dashboards
+.PHONY: demo test chaos bench lint jars venv deps clean-sandbox help dashboards config-reference
 .DEFAULT_GOAL := help
 
 help:
@@ -28,6 +28,7 @@ help:
 	@echo "make bench   print performance figures"
 	@echo "make lint    ruff and mypy"
 	@echo "make dashboards  write the Grafana dashboards' JSON to dashboards/json/"
+	@echo "make config-reference  write docs/config-reference.md and the example TOML files"
 
 deps: $(APT_STAMP) $(VENV)/.installed $(JARS)/.stamp
 
@@ -55,8 +56,9 @@ $(VENV)/.installed: pyproject.toml
 $(JARS)/.stamp: jvm/pom.xml jvm/settings.xml $(APT_STAMP)
 	@echo ">> fetching JVM jars with Maven ($(JVM_ROLES))"
 	@rm -rf $(JARS)
-	@for role in $(JVM_ROLES); do \
-	   $(MVN) -P $$role dependency:copy-dependencies -DoutputDirectory=lib/$$role || exit 1; \
+	@mkdir -p .make; for role in $(JVM_ROLES); do \
+	   $(MVN) -P $$role dependency:copy-dependencies -DoutputDirectory=lib/$$role \
+	     >.make/mvn.log 2>&1 || { tail -30 .make/mvn.log; echo "Maven failed for $$role; the whole output is in .make/mvn.log"; exit 1; }; \
 	 done
 	@touch $@
 
@@ -87,6 +89,9 @@ bench: deps
 
 dashboards: $(VENV)/.installed
 	$(PY) -m dashboards.build
+
+config-reference: $(VENV)/.installed
+	$(PY) -m selfheal.config_reference
 
 lint: deps
 	$(VENV)/bin/ruff check schemas core streams remediation dashboards sandbox selfheal tests bench $(wildcard airflow)

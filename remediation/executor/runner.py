@@ -310,8 +310,10 @@ class Executor:
             return
         self._moving(row)
         if st.in_flight:
+            rate = self.policy.limits.inter_broker_throttle_bytes_per_s
             self._progress(row, f"{len(st.done)} of {len(action.targets())} partitions done; "
-                                + checks.summarise(st.in_flight))
+                                + checks.summarise(st.in_flight)
+                                + progress.time_left(action, view, rate))
             return
         # Every replica list is at its target. A fix may still have replicas to put in the
         # dirs the plan names; a leader plan has its elections to run.

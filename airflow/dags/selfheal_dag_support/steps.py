@@ -120,15 +120,17 @@ def current_assignment(admin: Any, group: str) -> dict[str, list[tuple[str, int]
 
 
 def _sign_and_keep(targets: Targets, type_: str, plan: Any, reason: str,
-                   bytes_moved: int = 0) -> dict[str, Any]:
+                   bytes_moved: int = 0, received: Any = None) -> dict[str, Any]:
     from core import clock
     from core.signing import ActionSigner
     from schemas.actions import build_action
-    from schemas.records import Trigger
+    from schemas.records import Receiving, Trigger
 
+    got = None if received is None else [Receiving(r.broker, r.bytes, r.replicas)
+                                         for r in received]
     action = build_action(targets.cluster_id, type_, plan, reason=reason,
                           trigger=Trigger("schedule"), event_time=clock.text(),
-                          created_at=clock.text(), bytes_moved=bytes_moved)
+                          created_at=clock.text(), bytes_moved=bytes_moved, received=got)
     signed = ActionSigner(targets.signing_key).sign_action(action)
     path = run_folder() / "action.json"
     path.write_bytes(signed.to_json())
@@ -525,7 +527,8 @@ def plan_offline_fix(snap: dict[str, Any], params: dict[str, Any], asset: Any = 
         return out
     reason = (f"placement audit: {len(plan.reassignment.partitions)} partitions have replicas "
               "on a dead broker or an offline log dir")
-    out.update(_sign_and_keep(_targets(), "fix_offline_replicas", plan, reason, copy))
+    out.update(_sign_and_keep(_targets(), "fix_offline_replicas", plan, reason, copy,
+                              offline.received(model, plan.reassignment.partitions)))
     if asset is not None:
         _outlet(asset, path=out["action_path"], action_id=out["action_id"])
     return out
