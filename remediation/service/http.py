@@ -50,7 +50,7 @@ from core.plan import recovery
 from remediation.executor.actions import stored_action
 from remediation.executor.lifecycle import State
 from remediation.executor.store import ActionRow, ActionStore
-from remediation.service import metrics, pages
+from remediation.service import metrics, pages, refusals
 from remediation.service import openapi as doc
 from remediation.service.alerts import AlertPayloadError, parse_webhook, receive, stored_alert
 from remediation.service.approvals import Approvals, NotAllowed
@@ -271,13 +271,18 @@ def app(service: Service, limits: Limits) -> Edge:
         return Reply(status, reply).response()
 
     @api.get("/api/actions/{action_id}",
-             responses=doc.replies((200, doc.JSON, doc.DETAIL), *api_refusals,
-                                   *doc.refusals(404)),
+             responses=doc.replies((200, doc.JSON, {"oneOf": [doc.DETAIL, refusals.SCHEMA]}),
+                                   *api_refusals, *doc.refusals(404)),
              response_class=Response)
     def show(request: Request, action_id: str) -> Response:
-        """One action with its audit, alerts and, while it waits, a fresh approval link."""
+        """One action with its audit, alerts and, while it waits, a fresh approval link;
+        a record refused under this id (never an action): `refused` and why."""
         route(request, "api_show")
         authorize(svc.api_token, request)
+        refused = (None if not _ID.fullmatch(action_id) or svc.store.get(action_id)
+                   else refusals.shown(svc.store, action_id))
+        if refused is not None:
+            return Reply(200, refused).response()
         return Reply(200, _show(svc, row_of(action_id))).response()
 
     decisions: dict[str, Callable[[str, str, str | None], ActionRow]] = {

@@ -19,9 +19,11 @@ from selfheal_dag_support.targets import TargetError, Targets, data_dir, resolve
 
 log = logging.getLogger("selfheal.airflow")
 
-# serve's final states (remediation.executor.lifecycle.TERMINAL), and what a run says.
-TERMINAL = ("succeeded", "failed", "cancelled", "expired", "superseded")
-ENDED_BADLY = ("failed", "cancelled", "expired")
+# serve's final states (remediation.executor.lifecycle.TERMINAL), and what a run says;
+# "refused": serve's intake refused the record, so it never became an action
+# (remediation.service.refusals).
+TERMINAL = ("succeeded", "failed", "cancelled", "expired", "superseded", "refused")
+ENDED_BADLY = ("failed", "cancelled", "expired", "refused")
 
 
 # --- plumbing -------------------------------------------------------------------------
@@ -311,8 +313,10 @@ def poke(submitted: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
         say(f"action {action_id[:12]}: {state}" + (f" ({progress})" if progress else "")
             + (f"; {last}" if last else ""))
     if state in TERMINAL and fresh:
-        return True, {"action_id": action_id, "state": state, "attempts": shown["attempts"],
-                      "reason": last, "page": submitted["page"],
+        return True, {"action_id": action_id, "state": state,
+                      "attempts": shown.get("attempts", 0),
+                      "reason": shown["reason"] if state == "refused" else last,
+                      "page": submitted["page"],
                       "audit": [f"{a['from']} -> {a['to']} by {a['actor']}: {a['reason']}"
                                 for a in fresh]}
     return False, {}
@@ -351,7 +355,8 @@ def finish(summary: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
         what = {"failed": "serve ran it and it failed (see the audit; serve reverted what "
                           "it started)",
                 "cancelled": "it was rejected or cancelled by an operator",
-                "expired": "nobody approved it before the approval link expired"}[state]
+                "expired": "nobody approved it before the approval link expired",
+                "refused": "serve refused the record; nothing was executed"}[state]
         raise AirflowFailException(
             f"action {outcome.get('action_id', '')[:12]} ended {state}: {what}. serve says: "
             f"{outcome.get('reason')}. Page: {outcome.get('page')}")
