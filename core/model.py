@@ -18,8 +18,10 @@ from functools import cached_property
 from itertools import groupby
 from operator import attrgetter, lt
 from pathlib import Path
+from types import ModuleType
 from typing import IO
 
+from core import native
 from schemas.snapshot import (
     Broker,
     DirReplicas,
@@ -92,12 +94,32 @@ class ClusterModel:
             b: {path: DirReplicas(b, path) for path in (*dirs, None)}
             for b, dirs in self.dirs.items()
         }
-        for i, p in enumerate(self.partitions):
-            for r in p.replicas:
-                bucket = by_broker[r.broker][r.log_dir]
-                bucket.sizes.append(r.size_bytes)
-                bucket.partitions.append(i)
+        fast = native.core()
+        if fast is None or not self._dir_index_native(fast, by_broker):
+            for i, p in enumerate(self.partitions):
+                for r in p.replicas:
+                    bucket = by_broker[r.broker][r.log_dir]
+                    bucket.sizes.append(r.size_bytes)
+                    bucket.partitions.append(i)
         return {(b, path): d for b, dirs in by_broker.items() for path, d in dirs.items()}
+
+    def _dir_index_native(
+        self, fast: ModuleType, by_broker: dict[int, dict[str | None, DirReplicas]]
+    ) -> bool:
+        """The same pass compiled; False (nothing filled) when it cannot take the input."""
+        buckets = [d for dirs in by_broker.values() for d in dirs.values()]
+        slots: dict[int, dict[str | None, int]] = {}
+        for k, d in enumerate(buckets):
+            slots.setdefault(d.broker, {})[d.path] = k
+        try:
+            found = fast.dir_index(self.partitions, slots, len(buckets))
+        except OverflowError:  # a size over 64 bits: the reference handles any int
+            return False
+        if found is None:
+            return False
+        for d, (sizes, partitions) in zip(buckets, found, strict=True):
+            d.sizes, d.partitions = sizes, partitions
+        return True
 
     def _has_dir_index(self) -> bool:
         return bool(self.snapshot.replicas_by_dir) or "replicas_by_dir" in self.__dict__

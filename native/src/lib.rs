@@ -1,0 +1,17 @@
+//! The compiled planning core: the hot loops of the planners, called from Python.
+//!
+//! Python stays the reference (`SELFHEAL_NATIVE=0`): every function here must give
+//! exactly what its Python twin gives, float rounding included, or return None so the
+//! caller runs the reference instead (for inputs outside what it handles, such as
+//! integers over 64 bits).
+
+use pyo3::prelude::*;
+
+mod disks;
+
+#[pymodule]
+fn selfheal_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(disks::drain_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(disks::dir_index, m)?)?;
+    Ok(())
+}
