@@ -108,11 +108,8 @@ class ClusterModel:
     ) -> bool:
         """The same pass compiled; False (nothing filled) when it cannot take the input."""
         buckets = [d for dirs in by_broker.values() for d in dirs.values()]
-        slots: dict[int, dict[str | None, int]] = {}
-        for k, d in enumerate(buckets):
-            slots.setdefault(d.broker, {})[d.path] = k
         try:
-            found = fast.dir_index(self.partitions, slots, len(buckets))
+            found = fast.dir_index(self.partitions, [(d.broker, d.path) for d in buckets])
         except OverflowError:  # a size over 64 bits: the reference handles any int
             return False
         if found is None:
@@ -143,6 +140,11 @@ class ClusterModel:
         else:
             counts, sizes = dict.fromkeys(ids, 0), dict.fromkeys(ids, 0)
             flagged = {b: b in suspect for b in ids}
+        fast = native.core()
+        if fast is not None:
+            done = self._broker_totals_native(fast)
+            if done is not None:
+                return done
         is_offline = self.is_offline
         found: list[int] = []
         for i, p in enumerate(self.partitions):
@@ -155,6 +157,22 @@ class ClusterModel:
         return BrokerTotals(
             {b: counts[b] for b in ids}, {b: sizes[b] for b in ids}, tuple(dict.fromkeys(found))
         )
+
+    def _broker_totals_native(self, fast: ModuleType) -> BrokerTotals | None:
+        """The same pass compiled; None when it cannot take the input."""
+        ids = list(self.brokers)
+        try:
+            found = fast.broker_totals(
+                self.partitions, ids, list(self.alive), list(self.brokers_with_offline_dir),
+                list(self.offline_dirs),
+            )
+        except OverflowError:  # a figure over 64 bits: the reference handles any int
+            return None
+        if found is None:
+            return None
+        counts, sizes, offline = found
+        return BrokerTotals(dict(zip(ids, counts, strict=True)),
+                            dict(zip(ids, sizes, strict=True)), tuple(offline))
 
     @cached_property
     def partitions_with_offline_replicas(self) -> tuple[int, ...]:

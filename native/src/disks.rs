@@ -2,7 +2,6 @@
 //! index of the cluster model.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
 
 /// Python's `i > f` for an int and a float: exact, as CPython compares them.
 fn int_gt_float(i: i64, f: f64) -> bool {
@@ -80,45 +79,3 @@ pub fn drain_dir(
     Some((moved, used))
 }
 
-/// The model's per-dir index in one pass: for each partition (by index) and replica,
-/// the (broker, dir) bucket gets its size and the partition index. `slots` maps
-/// broker -> {dir path or None -> slot}; returns per slot (sizes, partition indexes).
-/// None when a replica names a broker or dir not in `slots` or a size is not an i64.
-#[pyfunction]
-pub fn dir_index(
-    py: Python<'_>,
-    partitions: &Bound<'_, PyTuple>,
-    slots: &Bound<'_, pyo3::types::PyDict>,
-    n_slots: usize,
-) -> PyResult<Option<Vec<(Py<PyList>, Py<PyList>)>>> {
-    let mut sizes: Vec<Vec<i64>> = vec![Vec::new(); n_slots];
-    let mut parts: Vec<Vec<usize>> = vec![Vec::new(); n_slots];
-    let replicas_attr = pyo3::intern!(py, "replicas");
-    let broker_attr = pyo3::intern!(py, "broker");
-    let dir_attr = pyo3::intern!(py, "log_dir");
-    let size_attr = pyo3::intern!(py, "size_bytes");
-    for (i, p) in partitions.iter().enumerate() {
-        let replicas = p.getattr(replicas_attr)?;
-        for r in replicas.try_iter()? {
-            let r = r?;
-            let broker = r.getattr(broker_attr)?;
-            let Some(dirs) = slots.get_item(&broker)? else {
-                return Ok(None);
-            };
-            let Some(slot) = dirs.get_item(r.getattr(dir_attr)?).ok() else {
-                return Ok(None);
-            };
-            let slot: usize = slot.extract()?;
-            let Ok(size) = r.getattr(size_attr)?.extract::<i64>() else {
-                return Ok(None);
-            };
-            sizes[slot].push(size);
-            parts[slot].push(i);
-        }
-    }
-    let mut out = Vec::with_capacity(n_slots);
-    for (s, p) in sizes.into_iter().zip(parts) {
-        out.push((PyList::new(py, s)?.unbind(), PyList::new(py, p)?.unbind()));
-    }
-    Ok(Some(out))
-}

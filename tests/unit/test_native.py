@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from core import native
 from core.model import ClusterModel
-from core.plan import disks
+from core.plan import disks, leaders, offline
 from schemas.snapshot import DirReplicas
 from schemas.snapshot_decode import decode_snapshot
 from tests.unit.plan_snapshots import GIB, broker, clusters, doc, model, partition
@@ -114,3 +114,35 @@ def test_draining_one_dir_is_exact_for_any_int(on_source, others, capacities, th
     with pytest.MonkeyPatch.context() as mp:
         fast, reference = both_paths(mp, drain)
     assert fast == reference
+
+
+def indexes(m: ClusterModel) -> tuple[Any, ...]:
+    by_dir = {k: (d.sizes, d.partitions) for k, d in m.replicas_by_dir.items()}
+    return by_dir, m.broker_totals, m.dir_bytes
+
+
+@settings(max_examples=120, deadline=None)
+@given(document=clusters(max_brokers=10, max_partitions=60))
+def test_the_model_indexes_and_the_plans_on_them_are_the_same(document):
+    def run() -> tuple[Any, ...]:
+        plans = tuple(
+            json.dumps(plan(decoded(document)).to_json())
+            for plan in (offline.plan_offline, leaders.plan_leaders)
+        )
+        return indexes(decoded(document)), plans
+
+    with pytest.MonkeyPatch.context() as mp:
+        fast, reference = both_paths(mp, run)
+    assert fast == reference
+
+
+def test_sizes_past_64_bits_take_the_reference_and_give_the_same_indexes(monkeypatch):
+    huge = 2**64 + 3
+    document = doc(
+        [broker(0, "a", ["/d1", "/d2"]), broker(1, "b", ["/d1"], alive=False)],
+        [partition("t", 0, [(0, "/d1", huge), (1, "/d1", 1)]),
+         partition("t", 1, [(0, "/d2", 2**63 - 1), (1, "/d1", 2**63 - 1)])],
+    )
+    fast, reference = both_paths(monkeypatch, lambda: indexes(decoded(document)))
+    assert fast == reference
+    assert fast[1].sizes == {0: huge + 2**63 - 1, 1: 2**63}
