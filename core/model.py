@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import IO
 
-from core import native
+from schemas import native
 from schemas.snapshot import (
     Broker,
     DirReplicas,

@@ -22,7 +22,6 @@ from itertools import repeat
 from math import ceil, floor
 from operator import add, attrgetter, mul
 
-from core import native
 from core.model import ClusterModel
 from core.plan.errors import PlanError
 from core.plan.formats import (
@@ -33,6 +32,7 @@ from core.plan.formats import (
     first_lines,
     human_bytes,
 )
+from schemas import native
 from schemas.plans import ANY_DIR, PartitionAssignment
 from schemas.snapshot import DirReplicas
 

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import native
 from core.model import ClusterModel
 from core.plan import disks, leaders, offline
+from schemas import native
 from schemas.snapshot import DirReplicas
 from schemas.snapshot_decode import decode_snapshot
 from tests.unit.plan_snapshots import GIB, broker, clusters, doc, model, partition
@@ -52,9 +52,10 @@ def test_selfheal_native_0_turns_the_core_off(monkeypatch):
     assert native.core() is None
 
 
-def test_where_cargo_is_the_core_is_built_and_on():
+def test_where_cargo_is_the_core_is_built_and_on_by_default(monkeypatch):
     # `make deps` builds it wherever cargo is; without cargo it says so once and the
     # reference runs.
+    monkeypatch.delenv("SELFHEAL_NATIVE", raising=False)
     if shutil.which("cargo"):
         assert native.core() is not None
 
@@ -146,3 +147,46 @@ def test_sizes_past_64_bits_take_the_reference_and_give_the_same_indexes(monkeyp
     fast, reference = both_paths(monkeypatch, lambda: indexes(decoded(document)))
     assert fast == reference
     assert fast[1].sizes == {0: huge + 2**63 - 1, 1: 2**63}
+
+
+def break_one_reference(document: dict[str, Any], how: str, rng: random.Random) -> None:
+    """Make one cross-reference of a snapshot wrong (or, for `split`, still right)."""
+    parts = document["partitions"]
+    if not parts:
+        return
+    p = rng.choice(parts)
+    r = rng.choice(p["replicas"])
+    if how == "unknown broker":
+        r["broker"] = 10_000
+    elif how == "unknown dir":
+        r["log_dir"] = "/nowhere"
+    elif how == "broker twice":
+        p["replicas"].append(dict(r))
+    elif how == "leader elsewhere":
+        p["leader"] = 10_000
+    elif how == "isr elsewhere":
+        p["isr"] = [*p["isr"], 10_000]
+    elif how == "partition twice":
+        parts.append(dict(p))
+    elif how == "split":  # the topic's partitions in two runs, numbers still distinct
+        parts.append({**p, "topic": "t-split", "partition": 1})
+        parts.insert(0, {**p, "topic": "t-split", "partition": 0})
+    elif how == "split twice":
+        parts.append({**p, "topic": "t-split"})
+        parts.insert(0, {**p, "topic": "t-split"})
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    document=clusters(max_brokers=6, max_partitions=20),
+    how=st.sampled_from(["none", "unknown broker", "unknown dir", "broker twice",
+                         "leader elsewhere", "isr elsewhere", "partition twice", "split",
+                         "split twice"]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_decoder_refuses_and_accepts_the_same_snapshots(document, how, seed):
+    break_one_reference(document, how, random.Random(seed))
+    text = json.dumps(document)
+    with pytest.MonkeyPatch.context() as mp:
+        fast, reference = both_paths(mp, lambda: decode_snapshot(text))
+    assert fast == reference

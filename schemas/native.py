@@ -1,6 +1,7 @@
 """The compiled planning core (native/, a Rust crate built by `make` into the venv).
 
-The planners call it for their hot loops when it is there; the pure-Python code stays
+Its loader sits in the lowest layer because the snapshot's reader uses it too. The
+reader and the planners call it for their hot loops when it is there; the pure-Python code stays
 the reference and the fallback, and the two give byte-identical plans (tests run both).
 `SELFHEAL_NATIVE=0` turns it off; a machine without cargo never has it.
 """
