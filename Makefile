@@ -96,3 +96,26 @@ config-reference: $(VENV)/.installed
 lint: deps
 	$(VENV)/bin/ruff check schemas core streams remediation dashboards sandbox selfheal tests bench $(wildcard airflow)
 	$(VENV)/bin/mypy schemas core remediation streams
+
+# --- The compiled planning core (issue 33; docs/native.md) ---------------------------
+# native/ (Rust, PyO3) built by maturin into the venv as the module selfheal_native.
+# Without cargo: one line, and the planners run their Python reference (same plans).
+# The stamp holds while no crate file changes, so a second `make` builds nothing.
+NATIVE_STAMP := $(VENV)/.native
+NATIVE_SRC   := native/Cargo.toml native/Cargo.lock native/pyproject.toml $(wildcard native/src/*.rs)
+.PHONY: native
+native: $(NATIVE_STAMP)
+deps: $(NATIVE_STAMP)
+
+$(NATIVE_STAMP): $(VENV)/.installed $(NATIVE_SRC)
+	@mkdir -p .make
+	@if ! command -v cargo >/dev/null 2>&1; then \
+	   echo ">> native core: no cargo on this machine; the planners run the Python reference (same plans, slower)"; \
+	 else \
+	   echo ">> building the native core (native/, cargo release profile)"; \
+	   { $(PIP) install -q 'maturin>=1.7,<2' && \
+	     VIRTUAL_ENV=$(abspath $(VENV)) $(abspath $(VENV))/bin/maturin develop --release \
+	       -m native/Cargo.toml; } >.make/native.log 2>&1 \
+	   || { tail -n 30 .make/native.log; echo ">> native core: build failed (.make/native.log)"; exit 1; }; \
+	   touch $@; \
+	 fi
