@@ -63,8 +63,10 @@ def change(doc: dict[str, Any], about: set[int], kind: str, pick: int,
     elif kind == "create":
         new = replicas if any(b == target for b, _ in replicas) else [(target, 0), *replicas]
         new = list({b: (b, d) for b, d in new}.values())
+        # a number no partition has now (a created one may have been deleted since)
+        fresh = max([p["partition"] for p in out["partitions"]] + [999]) + 1 + pick
         out["partitions"].append(cluster(BROKERS, DIRS, [new])["partitions"][0]
-                                 | {"partition": 1000 + pick + len(out["partitions"])})
+                                 | {"partition": fresh})
     elif mine:
         p = mine[pick % len(mine)]
         mine_r = next(r for r in p["replicas"] if r["broker"] == target)
