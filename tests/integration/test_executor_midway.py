@@ -52,9 +52,15 @@ def test_a_disk_move_whose_target_dir_fails_ends_failed_and_its_replicas_stay_on
             record_property("figures", {"what": "target died", "dir_fail_to_end_s":
                                         ended_after})
 
-            assert done["error"].startswith(f"a target died mid-way: log dir {target} on "
-                                            f"broker {broker}"), audit_text(done)
-            assert "replica moves into it lost" in done["error"]
+            # Two honest ends, by when the executor next acts: its per-tick check sees the
+            # dir gone, or a move it submits next into that dir is refused by Kafka
+            # (KafkaStorageError; seen in a full run). Never a success.
+            died = done["error"].startswith(f"a target died mid-way: log dir {target} on "
+                                            f"broker {broker}")
+            refused = (done["error"].startswith("Kafka refused the move")
+                       and "KafkaStorageError" in done["error"])
+            assert died or refused, audit_text(done)
+            assert not died or "replica moves into it lost" in done["error"]
             assert not any(a["to"] in ("verifying", "succeeded") for a in done["audit"])
             assert dir_throttles(state) == {}
             # The replicas it was moving never left their dir, and serve every read.
