@@ -7,7 +7,6 @@ the consumer has every acknowledged message exactly once.
 
 from __future__ import annotations
 
-import json
 import time
 import urllib.error
 import urllib.request
@@ -20,25 +19,10 @@ from remediation.executor.lifecycle import is_terminal
 from sandbox import alertmanager, cluster, loop, traffic
 from sandbox.state import SandboxState
 from tests.conftest import prove
+from tests.e2e.heal_matrix import POLICY, api
 from tests.e2e.loop_support import dir_holding, drop_topics, on_dir_now, wait, wait_for_batches
 
 pytestmark = pytest.mark.e2e
-
-POLICY = """
-[actions]
-fix_offline_replicas = "approve"
-"""
-
-
-def api(the_loop: loop.Loop, method: str, path: str, body: Any = None) -> Any:
-    request = urllib.request.Request(
-        f"{the_loop.serve_url}/api{path}", method=method,
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {the_loop.api_token}",
-                 "Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as resp:
-        return json.load(resp)
-
 
 def test_a_failed_disk_is_healed_after_one_click_in_a_real_browser(
         sandbox: SandboxState, tmp_path_factory, browser, record_property) -> None:
