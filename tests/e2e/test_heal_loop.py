@@ -19,7 +19,7 @@ from remediation.executor.lifecycle import is_terminal
 from sandbox import alertmanager, cluster, loop, traffic
 from sandbox.state import SandboxState
 from tests.conftest import prove
-from tests.e2e.heal_matrix import POLICY, api
+from tests.e2e.heal_matrix import POLICY, api, fix_awaiting
 from tests.e2e.loop_support import dir_holding, drop_topics, on_dir_now, wait, wait_for_batches
 
 pytestmark = pytest.mark.e2e
@@ -53,12 +53,8 @@ def test_a_failed_disk_is_healed_after_one_click_in_a_real_browser(
         cluster.fail_disk(state, broker, path)
         failed_at = time.monotonic()
 
-        def awaiting() -> dict[str, Any] | None:
-            return next((a for a in api(the_loop, "GET", "/actions")["actions"]
-                         if a["type"] == "fix_offline_replicas"
-                         and a["state"] == "awaiting_approval"), None)
-
-        listed = wait(awaiting, "fix awaiting approval", the_loop, timeout=90)
+        listed = wait(lambda: fix_awaiting(the_loop), "fix awaiting approval", the_loop,
+                      timeout=90)
         proposed = time.monotonic() - failed_at
         aid = listed["id"]
         am.fire({"alertname": "KafkaLogDirOffline", "broker": str(broker), "log_dir": path,
