@@ -40,6 +40,36 @@ def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
         return False
 
 
+def listening(pid: int | None, port: int) -> bool:
+    """Whether process ``pid`` itself listens on TCP ``port`` (Linux /proc): an open port
+    may belong to another process that took it first, while ``pid`` fails to bind."""
+    if pid is None:
+        return False
+    sockets = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # LISTEN
+                sockets.add(f"socket:[{fields[9]}]")
+    if not sockets:
+        return False
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in sockets:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def spawn(cmd: list[str], log_file: Path, cwd: Path,
           env: Mapping[str, str] | None = None) -> int:
     """Start ``cmd`` detached in its own session, output to ``log_file``; return its PID.

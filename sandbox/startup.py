@@ -86,7 +86,9 @@ def check_alive(server: ServerState) -> None:
 
 def wait_port(server: ServerState, timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    while not processes.port_open(server.port):
+    # its own listener, not just an open port: another process may hold the port while
+    # the server fails to bind it (then check_alive raises PortClash once it exits)
+    while not (processes.port_open(server.port) and processes.listening(server.pid, server.port)):
         check_alive(server)
         if time.monotonic() > deadline:
             raise StartupFailed(f"{server.role} did not open port {server.port} in "

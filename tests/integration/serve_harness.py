@@ -30,6 +30,7 @@ from core.live import open_admin, read_snapshot
 from core.model import ClusterModel
 from core.signing import signer
 from remediation.executor.lifecycle import is_terminal
+from remediation.service.refusals import REFUSED
 from sandbox.state import SandboxState
 from schemas import wire
 from schemas.actions import build_action
@@ -149,7 +150,9 @@ class ServeProcess:
                 last = body
                 if body["state"] in wanted:
                     return body
-                if is_terminal(body["state"]):
+                # `refused` is no action's state: a later record under the same id (the
+                # signed one after a forged one) may still be taken in.
+                if body["state"] != REFUSED and is_terminal(body["state"]):
                     break  # it ended elsewhere: say how
             time.sleep(0.2)
         raise AssertionError(f"action {action_id[:12]} is {last.get('state')}, not in "
