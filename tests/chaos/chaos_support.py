@@ -75,7 +75,12 @@ class Scenario:
             # and the test's own readers: a record the loop wrote that a reader missed
             # is the harness's fault, not the loop's
             read = "\n".join(reader.describe() for reader in self.readers.values())
-            return f"{tails}\n\n--- the test's readers:\n{read}"
+            # and what the job proposed, with its reasons: the wrong action is a clue
+            proposed = "\n".join(
+                f"{a.get('type')} {a.get('trigger')}: {a.get('reason')}"
+                for a in parsed(self.readers["actions"].messages))
+            return (f"{tails}\n\n--- the test's readers:\n{read}\n\n"
+                    f"--- proposed:\n{proposed or '(nothing)'}")
 
         return wait_until(check, what, timeout, explain=explain,
                           alive=self.loop.check_alive if alive else None)

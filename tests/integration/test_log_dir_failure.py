@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import time
 import urllib.request
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -190,3 +192,46 @@ def test_kraft_a_broker_whose_every_dir_failed_stops_and_leaves_the_cluster(kraf
                 cluster.heal_disk(state, victim.node_id, path)
         state.reload()
         traffic.delete_topic(state, "kraft-all-dirs")
+
+
+def test_kraft_a_broker_whose_metadata_log_shares_a_failed_dir_halts(kraft_sandbox):
+    """Many clusters leave `metadata.log.dir` unset, so the metadata log shares the first
+    data dir. When that dir fails, Kafka halts the broker (KIP-858) instead of running on
+    its other dirs: the product meets a dead broker, not a dir it could move replicas off."""
+    from sandbox import cluster, processes
+
+    state = kraft_sandbox
+    victim = state.brokers[0]
+    config = Path(victim.config)
+    original = config.read_text()
+    shared = victim.log_dirs[0]
+    processes.stop(victim.pid, victim.marker, timeout=60)
+    victim.pid = None
+    state.save()
+    config.write_text(re.sub(r"(?m)^metadata\.log\.dir=.*$", f"metadata.log.dir={shared}",
+                             original))
+    assert f"metadata.log.dir={shared}" in config.read_text()
+    try:
+        cluster.start_broker(state, victim.node_id)
+        assert (Path(shared) / "__cluster_metadata-0").is_dir()
+        cluster.fail_disk(state, victim.node_id, shared)
+        # A topic created is a metadata record every broker appends to its metadata log.
+        traffic.create_topic(state, "kraft-metadata-dir", partitions=3, replication_factor=3)
+        wait_until(lambda: not processes.is_running(victim.pid, victim.marker),
+                   f"broker {victim.node_id} halting with its metadata dir failed", 90)
+        wait_until(lambda: victim.node_id not in cluster.live_broker_ids(state),
+                   f"broker {victim.node_id} gone from the metadata", 60)
+        other = victim.log_dirs[1]
+        assert not disk_failed(other)  # its other dir was fine: the metadata log alone did it
+    finally:
+        if processes.is_running(victim.pid, victim.marker):
+            processes.stop(victim.pid, victim.marker, timeout=60)
+        victim.pid = None
+        state.save()
+        config.write_text(original)
+        if disk_failed(shared):
+            cluster.heal_disk(state, victim.node_id, shared)
+        else:
+            cluster.start_broker(state, victim.node_id)
+        state.reload()
+        traffic.delete_topic(state, "kraft-metadata-dir")
