@@ -8,8 +8,9 @@ minimise the most bytes any receiver gets; docs/planning.md says why and how, st
 step (the Rust port must give the same brokers).
 
 1. Greedy, jobs by size descending (then partition index), each new replica to the
-   least key (adds no rack, degraded, bytes received, replicas received, bytes held
-   after, broker id).
+   least key (adds no rack, degraded, bytes received plus the rack's share of what
+   the rack rule still sends there, bytes received, replicas received, bytes held
+   after, broker id); run with the shares and without, the better plan kept.
 2. Then moves, swaps and chains off the busiest receiver while one lowers its bytes
    (`_Improver.run`), and off the one with the most replicas while one lowers that
    without raising the peak bytes past what counts as reached (`_Improver.even_counts`).
@@ -22,7 +23,7 @@ import heapq
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
-from core.plan.bounds import lower_bounds
+from core.plan.bounds import lower_bounds, rack_shares
 
 CHAIN_HOPS = 4  # moves in one chain that evens out replicas
 _Entry = tuple[int, int, int, int]  # (bytes received, replicas received, bytes held, broker)
@@ -107,18 +108,38 @@ class _State:
 
 def spread(jobs: list[Job], receivers: list[Receiver]) -> dict[int, tuple[int, ...]]:
     """Partition index -> its new brokers, in the order picked. Every job must have at
-    least `need` receivers outside `exclude` (the caller leaves the others out)."""
+    least `need` receivers outside `exclude` (the caller leaves the others out).
+
+    Two plans, the greedy's key without and with the racks' shares, each improved; the
+    one with fewer (most bytes received, most replicas received) wins, the first on a
+    tie. Neither alone is always better."""
+    ordered = order(jobs)
+    bounds = lower_bounds(jobs, receivers)
+    plain, plain_state = _plan(ordered, receivers, bounds, {})
+    placed, state = _plan(ordered, receivers, bounds, rack_shares(ordered, receivers))
+    if _peaks(plain_state) <= _peaks(state):
+        placed = plain
+    return {j.index: tuple(placed[j.index]) for j in jobs}
+
+
+def _peaks(state: _State) -> tuple[int, int]:
+    return max(state.got.values(), default=0), max(state.count.values(), default=0)
+
+
+def _plan(ordered: list[Job], receivers: list[Receiver], bounds: tuple[int, int],
+          shares: dict[int, dict[str | None, int]]) -> tuple[dict[int, list[int]], _State]:
+    """The greedy, then the improvement rounds."""
     state = _State(receivers)
     tiers = (_Tier([r for r in receivers if not r.degraded], state),
              _Tier([r for r in receivers if r.degraded], state))
     placed: dict[int, list[int]] = {}
-    ordered = order(jobs)
-    for job in ordered:
+    for k, job in enumerate(ordered):
+        share = shares.get(k, {})
         exclude = set(job.exclude)
         racks: set[str | None] = set(job.kept_racks)
         picks: list[int] = []
         for _ in range(job.need):
-            b = _pick(tiers, racks, exclude)
+            b = _pick(tiers, racks, exclude, share)
             picks.append(b)
             exclude.add(b)
             racks.add(state.rack[b])
@@ -128,27 +149,29 @@ def spread(jobs: list[Job], receivers: list[Receiver]) -> dict[int, tuple[int, .
     # Each change lowers the loads sorted from the top, so the rounds end; the cap keeps
     # a pathological case from taking long (it is part of the algorithm: the port has it).
     rounds = 4 * len(ordered) + 16
-    least_bytes, fewest = lower_bounds(jobs, receivers)
     improver = _Improver(ordered, placed, state)
-    improver.run(rounds, least_bytes)
-    improver.even_counts(rounds, fewest, least_bytes)
-    return {j.index: tuple(placed[j.index]) for j in jobs}
+    improver.run(rounds, bounds[0])
+    improver.even_counts(rounds, bounds[1], bounds[0])
+    return placed, state
 
 
-def _pick(tiers: tuple[_Tier, _Tier], racks: set[str | None], exclude: set[int]) -> int:
-    """Least key: a rack the job does not span yet first, then healthy, then the entry."""
-    best: tuple[bool, int, _Entry] | None = None
+def _pick(tiers: tuple[_Tier, _Tier], racks: set[str | None], exclude: set[int],
+          share: dict[str | None, int]) -> int:
+    """Least key: a rack the job does not span yet first, then healthy, then bytes
+    received plus the rack's share of what the rack rule still sends there, the entry."""
+    best: tuple[bool, int, int, _Entry] | None = None
     for rank, tier in enumerate(tiers):
         for rack in tier.heaps:
             entry = tier.best_in(rack, exclude)
             if entry is None:
                 continue
-            key = (rack is None or rack in racks, rank, entry)
+            key = (rack is None or rack in racks, rank,
+                   entry[0] + (share.get(rack, 0) if rank == 0 else 0), entry)
             if best is None or key < best:
                 best = key
     if best is None:
         raise ValueError("a job has fewer receivers than new replicas")
-    return best[2][3]
+    return best[3][3]
 
 
 # --- improving -------------------------------------------------------------------------
