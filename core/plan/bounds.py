@@ -1,4 +1,5 @@
-"""The least the busiest receiver of a re-replication can get: bytes, and replicas.
+"""The least the busiest receiver of a re-replication can get: bytes, and replicas; and
+what the rack rule sends to each rack, which the greedy weighs (`rack_shares`).
 
 The offline planner stops improving once it is this close (core/plan/spread.py), and
 `plan offline --explain` shows it next to the plan's own figure.
@@ -61,6 +62,41 @@ def lower_bounds(jobs: Iterable[Job], receivers: list[Receiver]) -> tuple[int, i
             bound = max(bound, _ceil(w, len(by_rack[key])))
         out.append(max(bound, _group_bound(groups, by_rack)))
     return out[0], out[1]
+
+
+def rack_shares(ordered: list[Job], receivers: list[Receiver]) -> dict[int, dict[str | None, int]]:
+    """Per job position, each rack's share: what the rack rule sends to the rack in the
+    jobs after this one, over the rack's healthy receivers."""
+    forced = _forced(ordered, receivers)
+    pending: dict[str | None, int] = {}
+    for job, into in zip(ordered, forced, strict=True):
+        for rack in into:
+            pending[rack] = pending.get(rack, 0) + job.size
+    hosts: dict[str | None, int] = {}
+    for r in receivers:
+        if not r.degraded:
+            hosts[r.rack] = hosts.get(r.rack, 0) + 1
+    out: dict[int, dict[str | None, int]] = {}
+    for k, (job, into) in enumerate(zip(ordered, forced, strict=True)):
+        for rack in into:
+            pending[rack] -= job.size
+        out[k] = {rack: w // hosts[rack] for rack, w in pending.items() if rack in hosts}
+    return out
+
+
+def _forced(ordered: list[Job], receivers: list[Receiver]) -> list[set[str | None]]:
+    """Per job, the racks the rack rule sends one of its new replicas to: its open
+    racks when they number no more than its new replicas."""
+    by_rack: dict[str | None, set[int]] = {}
+    for r in receivers:
+        if r.rack is not None:
+            by_rack.setdefault(r.rack, set()).add(r.broker)
+    out: list[set[str | None]] = []
+    for job in ordered:
+        open_racks: set[str | None] = {rack for rack, bs in by_rack.items()
+                                       if rack not in job.kept_racks and bs - job.exclude}
+        out.append(open_racks if len(open_racks) <= job.need else set())
+    return out
 
 
 def _group_bound(groups: dict[tuple[frozenset[str], bool, int], int],

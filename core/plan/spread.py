@@ -8,11 +8,13 @@ minimise the most bytes any receiver gets; docs/planning.md says why and how, st
 step (the Rust port must give the same brokers).
 
 1. Greedy, jobs by size descending (then partition index), each new replica to the
-   least key (adds no rack, degraded, bytes received, replicas received, bytes held
-   after, broker id).
+   least key (adds no rack, degraded, bytes received plus the rack's share of what
+   the rack rule still sends there, bytes received, replicas received, bytes held
+   after, broker id); run with the shares and without, the better plan kept.
 2. Then moves, swaps and chains off the busiest receiver while one lowers its bytes
    (`_Improver.run`), and off the one with the most replicas while one lowers that
-   without raising the peak bytes (`_Improver.even_counts`).
+   without raising the peak bytes past what counts as reached (`_Improver.even_counts`).
+   A chain (`_Improver.path`) may pass through a broker twice: a cycle of moves.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import heapq
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
-from core.plan.bounds import lower_bounds
+from core.plan.bounds import lower_bounds, rack_shares
 
 CHAIN_HOPS = 4  # moves in one chain that evens out replicas
 _Entry = tuple[int, int, int, int]  # (bytes received, replicas received, bytes held, broker)
@@ -106,18 +108,38 @@ class _State:
 
 def spread(jobs: list[Job], receivers: list[Receiver]) -> dict[int, tuple[int, ...]]:
     """Partition index -> its new brokers, in the order picked. Every job must have at
-    least `need` receivers outside `exclude` (the caller leaves the others out)."""
+    least `need` receivers outside `exclude` (the caller leaves the others out).
+
+    Two plans, the greedy's key without and with the racks' shares, each improved; the
+    one with fewer (most bytes received, most replicas received) wins, the first on a
+    tie. Neither alone is always better."""
+    ordered = order(jobs)
+    bounds = lower_bounds(jobs, receivers)
+    plain, plain_state = _plan(ordered, receivers, bounds, {})
+    placed, state = _plan(ordered, receivers, bounds, rack_shares(ordered, receivers))
+    if _peaks(plain_state) <= _peaks(state):
+        placed = plain
+    return {j.index: tuple(placed[j.index]) for j in jobs}
+
+
+def _peaks(state: _State) -> tuple[int, int]:
+    return max(state.got.values(), default=0), max(state.count.values(), default=0)
+
+
+def _plan(ordered: list[Job], receivers: list[Receiver], bounds: tuple[int, int],
+          shares: dict[int, dict[str | None, int]]) -> tuple[dict[int, list[int]], _State]:
+    """The greedy, then the improvement rounds."""
     state = _State(receivers)
     tiers = (_Tier([r for r in receivers if not r.degraded], state),
              _Tier([r for r in receivers if r.degraded], state))
     placed: dict[int, list[int]] = {}
-    ordered = order(jobs)
-    for job in ordered:
+    for k, job in enumerate(ordered):
+        share = shares.get(k, {})
         exclude = set(job.exclude)
         racks: set[str | None] = set(job.kept_racks)
         picks: list[int] = []
         for _ in range(job.need):
-            b = _pick(tiers, racks, exclude)
+            b = _pick(tiers, racks, exclude, share)
             picks.append(b)
             exclude.add(b)
             racks.add(state.rack[b])
@@ -127,27 +149,29 @@ def spread(jobs: list[Job], receivers: list[Receiver]) -> dict[int, tuple[int, .
     # Each change lowers the loads sorted from the top, so the rounds end; the cap keeps
     # a pathological case from taking long (it is part of the algorithm: the port has it).
     rounds = 4 * len(ordered) + 16
-    least_bytes, fewest = lower_bounds(jobs, receivers)
     improver = _Improver(ordered, placed, state)
-    improver.run(rounds, least_bytes)
-    improver.even_counts(rounds, fewest)
-    return {j.index: tuple(placed[j.index]) for j in jobs}
+    improver.run(rounds, bounds[0])
+    improver.even_counts(rounds, bounds[1], bounds[0])
+    return placed, state
 
 
-def _pick(tiers: tuple[_Tier, _Tier], racks: set[str | None], exclude: set[int]) -> int:
-    """Least key: a rack the job does not span yet first, then healthy, then the entry."""
-    best: tuple[bool, int, _Entry] | None = None
+def _pick(tiers: tuple[_Tier, _Tier], racks: set[str | None], exclude: set[int],
+          share: dict[str | None, int]) -> int:
+    """Least key: a rack the job does not span yet first, then healthy, then bytes
+    received plus the rack's share of what the rack rule still sends there, the entry."""
+    best: tuple[bool, int, int, _Entry] | None = None
     for rank, tier in enumerate(tiers):
         for rack in tier.heaps:
             entry = tier.best_in(rack, exclude)
             if entry is None:
                 continue
-            key = (rack is None or rack in racks, rank, entry)
+            key = (rack is None or rack in racks, rank,
+                   entry[0] + (share.get(rack, 0) if rank == 0 else 0), entry)
             if best is None or key < best:
                 best = key
     if best is None:
         raise ValueError("a job has fewer receivers than new replicas")
-    return best[2][3]
+    return best[3][3]
 
 
 # --- improving -------------------------------------------------------------------------
@@ -185,7 +209,9 @@ class _Improver:
         self.brokers = sorted(state.got)
 
     def run(self, rounds: int, bound: int) -> None:
-        """Lower the most bytes received; stop within 0.1% of `bound` (the lower bound)."""
+        """Lower the most bytes received; stop within 0.1% of `bound` (the lower bound).
+        Each round: the best move or swap off the busiest, else the best two-step chain,
+        else the first `path` (every broker on it under the peak after)."""
         got = self.state.got
         for _ in range(rounds):
             top = max(got.values(), default=0)
@@ -193,31 +219,34 @@ class _Improver:
                 return
             b = min(x for x in self.brokers if got[x] == top)
             by_load = sorted(self.brokers, key=lambda x: (got[x], x))
-            steps = self.move_or_swap(b, top, by_load) or self.chain(b, top, by_load)
+            steps = (self.move_or_swap(b, top, by_load) or self.chain(b, top, by_load)
+                     or self.path(b, top - 1))
             if not steps:
                 return
             for step in steps:
                 self.apply(step)
 
-    def even_counts(self, rounds: int, bound: int) -> None:
-        """Lower the most replicas received without raising the most bytes received.
+    def even_counts(self, rounds: int, bound: int, bytes_bound: int) -> None:
+        """Lower the most replicas received without raising the most bytes received
+        past the ceiling: the peak bytes, or the bytes bound + 0.1% when higher (what
+        `run` counts as reached).
 
         Each round takes the receiver with the most replicas (the lowest id among
         equals), B, and stops at `bound`. A move of one of its replicas to a receiver C
-        with two replicas fewer that stays within the peak bytes, the least key (C's
+        with two replicas fewer that stays within the ceiling, the least key (C's
         replicas after, C's bytes after, job order, C); else an exchange of two of B's
         for one of C's, the least key (C's replicas after, the larger bytes after of B and
-        C, the job orders of B's two, C, the job order of C's); else a chain through C to
-        a D with two replicas fewer (`count_chain`)."""
+        C, the job orders of B's two, C, the job order of C's); else a `path` to a D with
+        two replicas fewer."""
         got, count = self.state.got, self.state.count
-        ceiling = max(got.values(), default=0)
+        ceiling = max(max(got.values(), default=0), bytes_bound * 1001 // 1000)
         for _ in range(rounds):
             most = max(count.values(), default=0)
             if most <= bound:
                 return
             b = min(x for x in self.brokers if count[x] == most)
             steps = (self.count_move(b, most, ceiling) or self.count_exchange(b, most, ceiling)
-                     or self.count_chain(b, most, ceiling))
+                     or self.path(b, ceiling, most))
             if not steps:
                 return
             for step in steps:
@@ -234,40 +263,53 @@ class _Improver:
                         best = key
         return [] if best is None else [(best[2], b, best[3])]
 
-    def count_chain(self, b: int, most: int, ceiling: int) -> list[Step]:
-        """A path of moves B -> C1 -> ... -> D (at most CHAIN_HOPS): each broker passes
-        one replica on and keeps within the ceiling, D has two replicas fewer than B and
-        takes the last one. Searched by the smallest bytes arriving at each broker (less
-        arriving leaves more to pass on), ties by broker id; the first D reached wins."""
+    def path(self, b: int, limit: int, most: int | None = None) -> list[Step]:
+        """Moves B -> C1 -> ... -> D (at most CHAIN_HOPS), each of a different job: each
+        broker passes one replica on and keeps at most `limit` bytes, D takes the last
+        within `limit` (and, with `most`, ends two replicas under it). A broker may come
+        back at a later hop (a cycle through B too), its bytes counted with the path's
+        moves. A Dijkstra search over (broker, hops) by the bytes arriving (less arriving
+        leaves more to pass on), ties by hops then broker id; the first D popped wins."""
         got, count = self.state.got, self.state.count
-        # broker -> (bytes arriving, hops, the path of steps that brings them)
-        best: dict[int, tuple[int, int, list[Step]]] = {}
-        heap: list[tuple[int, int, int]] = []  # (bytes arriving, broker, hops)
+        # (broker, hops) -> (bytes arriving, the path of steps that brings them)
+        best: dict[tuple[int, int], tuple[int, list[Step]]] = {}
+        heap: list[tuple[int, int, int]] = []  # (bytes arriving, hops, broker)
+
+        def offer(d: int, hops: int, t: int, steps: list[Step]) -> None:
+            if (d, hops) not in best or t < best[d, hops][0]:
+                best[d, hops] = (t, steps)
+                heapq.heappush(heap, (t, hops, d))
+
         for s, k in self.on[b]:
-            for c in self.brokers:
-                if c != b and (c not in best or s < best[c][0]) and self.fits(k, b, c):
-                    best[c] = (s, 1, [(k, b, c)])
-                    heapq.heappush(heap, (s, c, 1))
-        done: set[int] = {b}
-        while heap:
-            s, c, hops = heapq.heappop(heap)
-            if c in done or best[c][0] != s:
+            if got[b] - s > limit:
                 continue
-            done.add(c)
-            path = best[c][2]
-            if count[c] + 1 < most and got[c] + s <= ceiling:
-                return path
+            for c in self.brokers:
+                if c != b and self.fits(k, b, c):
+                    offer(c, 1, s, [(k, b, c)])
+        done: set[tuple[int, int]] = set()
+        while heap:
+            s, hops, c = heapq.heappop(heap)
+            if (c, hops) in done or best[c, hops][0] != s:
+                continue
+            done.add((c, hops))
+            steps = best[c, hops][1]
+            load, n = got[c], count[c]
+            for k, src, dst in steps:
+                size = self.ordered[k].size
+                load += size * ((dst == c) - (src == c))
+                n += (dst == c) - (src == c)
+            if load <= limit and (most is None or n < most):
+                return steps
             if hops == CHAIN_HOPS:
                 continue
-            moved = {k for k, _, _ in path}
-            for t, k2 in self.on[c]:
-                if k2 in moved or got[c] + s - t > ceiling:
+            moved = {k for k, _, _ in steps}
+            items = self.on[c]
+            for t, k2 in items[bisect_left(items, (load - limit, -1)):]:
+                if k2 in moved:
                     continue
                 for d in self.brokers:
-                    if d in done or (d in best and best[d][0] <= t) or not self.fits(k2, c, d):
-                        continue
-                    best[d] = (t, hops + 1, [*path, (k2, c, d)])
-                    heapq.heappush(heap, (t, d, hops + 1))
+                    if d != c and (d, hops + 1) not in done and self.fits(k2, c, d):
+                        offer(d, hops + 1, t, [*steps, (k2, c, d)])
         return []
 
     def count_exchange(self, b: int, most: int, ceiling: int) -> list[Step]:

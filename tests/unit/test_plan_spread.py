@@ -63,7 +63,11 @@ def test_small_clusters_come_within_5_percent_of_the_exact_optimum(m):
     best_bytes, best_count = optimum(jobs, receivers)
     _, fewest = optimum(jobs, receivers, count_only=True)
     assert max(got.values()) <= 1.05 * best_bytes
-    assert max(count.values()) <= 1.5 * fewest + 1
+    # Replicas come second: the reference is the fewest among the plans at the least
+    # bytes. Fewest by count alone can be lower (a seed sweep has 4 of 16,613 cases
+    # where every byte-optimal plan gives one broker 4 or 5 and a count-only plan 2 or
+    # 3), and the objective puts bytes first.
+    assert max(count.values()) <= 1.25 * best_count + 1
     assert lower_bounds(jobs, receivers) <= (best_bytes, fewest)  # the bound is one
 
 
@@ -76,12 +80,26 @@ def test_large_clusters_come_within_10_percent_of_the_lower_bound(m):
     got, count = loads(jobs, spread(jobs, receivers))
     least, fewest = lower_bounds(jobs, receivers)
     assert max(got.values()) <= 1.10 * least
-    # Replicas come second. Within 25% + 1 of the bound on 300 of 300 seeds of this
-    # generator, but one of these 40 has each receiver of the rack that must take most
-    # copies at the byte peak to 0.1%: evening the counts out needs a rearrangement
-    # deeper than one chain (an integer program finds 10 where the plan has 13 and the
-    # bound says 9; docs/planning.md). 50% + 1 holds on all.
+    # Replicas come second, against a count-only bound. Within 25% + 1 of it on 923 of
+    # the 928 seeds of 1,000 that have work, but not on one of these 40: every healthy
+    # receiver sits at the byte peak to 0.5%, and evening the counts out needs many
+    # replicas moved across three racks at once (an integer program at the same peak
+    # finds 12 where the plan has 17 and the bound says 12; docs/planning.md). 50% + 1
+    # holds.
     assert max(count.values()) <= 1.5 * fewest + 1
+
+
+def test_a_three_move_cycle_lowers_the_peak_where_no_move_swap_or_chain_does():
+    # Two racks, each job on one; the greedy ends with 1164 + 166 on broker 0. The
+    # optimum moves 166 from 0 to 4, 933 from 4 to 1, and 414 from 1 to 3.
+    receivers = [Receiver(0, "r0", False, 1615), Receiver(1, "r0", False, 4007),
+                 Receiver(3, "r1", False, 5156), Receiver(4, "r1", False, 2721)]
+    kept = frozenset({"r0", "r1"})
+    jobs = [Job(index, size, 1, kept, frozenset(lists)) for index, size, lists in (
+        (0, 1164, (1, 2, 3)), (5, 933, (0, 2, 3)), (2, 414, (0, 2, 4)),
+        (3, 316, (1, 2, 3)), (4, 215, (0, 2, 3)), (6, 166, (1, 2, 3)))]
+    got, _ = loads(jobs, spread(jobs, receivers))
+    assert max(got.values()) == 1164 == optimum(jobs, receivers)[0]
 
 
 def test_the_greedy_is_undone_where_one_move_lowers_the_peak():
@@ -92,6 +110,18 @@ def test_the_greedy_is_undone_where_one_move_lowers_the_peak():
             enumerate((3, 3, 2, 2, 2))]
     got, _ = loads(jobs, spread(jobs, receivers))
     assert sorted(got.values()) == [6, 6]
+
+
+def test_the_greedy_keeps_room_on_the_rack_the_rule_must_fill():
+    # Rack r1's three healthy brokers must take every job whose survivors span r0 and
+    # r2. By bytes alone the largest job (10.7 GB, free to go to r1 or r2) lands on r1
+    # first, and no chain of moves undoes it: 1.21x the bound, where an integer program
+    # is within 0.1% of it. Counting r1's share of what is still to come, within 10%.
+    m = model(skewed_cluster(random.Random(1366269267), brokers=13, racks=3, partitions=544,
+                             rf=4, dead=0, failed_dirs=3))
+    jobs, receivers, _ = work(m)
+    got, _ = loads(jobs, spread(jobs, receivers))
+    assert max(got.values()) <= 1.10 * lower_bounds(jobs, receivers)[0]
 
 
 def test_ties_go_to_fewer_replicas_received_then_less_held_then_the_lower_id():
