@@ -19,6 +19,7 @@ struct Flow {
     arcs: Vec<Arc>,
     rev: Vec<u32>,
     start: Vec<u32>, // node u's first arcs: start[u]..start[u + 1]
+    open: Vec<u64>,  // bit e: first arc e has capacity left (most reverse arcs have none)
     extra: Vec<Vec<u32>>,
 }
 
@@ -57,12 +58,20 @@ impl Flow {
             };
             rev[pos[e]] = pos[e ^ 1] as u32;
         }
+        let mut open = vec![0u64; to.len().div_ceil(64)];
+        for (e, arc) in arcs.iter().enumerate() {
+            if arc.cap > 0 {
+                open[e / 64] |= 1 << (e % 64);
+            }
+        }
+        let extra = vec![Vec::new(); nodes];
         (
             Flow {
                 arcs,
                 rev,
                 start,
-                extra: vec![Vec::new(); nodes],
+                open,
+                extra,
             },
             pos,
         )
@@ -123,8 +132,22 @@ impl Flow {
                     }
                 }
             };
-            for (e, arc) in (lo..).zip(&self.arcs[lo..hi]) {
-                relax(e, arc);
+            // Only the first arcs with capacity left, in order, read from their bits.
+            let mut w = lo / 64;
+            while w * 64 < hi {
+                let mut bits = self.open[w];
+                if w * 64 < lo {
+                    bits &= !0u64 << (lo % 64);
+                }
+                if (w + 1) * 64 > hi {
+                    bits &= (1u64 << (hi % 64)) - 1;
+                }
+                while bits != 0 {
+                    let e = w * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    relax(e, &self.arcs[e]);
+                }
+                w += 1;
             }
             for &e in &self.extra[u] {
                 relax(e as usize, &self.arcs[e as usize]);
@@ -142,8 +165,19 @@ impl Flow {
         }
         let push = path.iter().map(|&e| self.arcs[e].cap).min().unwrap_or(0);
         for &e in &path {
+            let r = self.rev[e] as usize;
             self.arcs[e].cap -= push;
-            self.arcs[self.rev[e] as usize].cap += push;
+            self.arcs[r].cap += push;
+            for a in [e, r] {
+                if a < self.start[self.start.len() - 1] as usize {
+                    let bit = 1u64 << (a % 64);
+                    if self.arcs[a].cap > 0 {
+                        self.open[a / 64] |= bit;
+                    } else {
+                        self.open[a / 64] &= !bit;
+                    }
+                }
+            }
         }
         path
     }
