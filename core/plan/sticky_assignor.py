@@ -127,9 +127,9 @@ def assign_cooperative_sticky(
         who, where = key
         if parts:
             flow.add(source, pool_node[key], len(parts), 0)
-        pool_links[key] = [
-            (k, flow.add(pool_node[key], nodes[k], total, cross(k, where))) for k in who
-        ]
+        costs = [cross(k, where) for k in who]
+        edges = flow.fan_out(pool_node[key], [nodes[k] for k in who], total, costs)
+        pool_links[key] = list(zip(who, edges, strict=True))
     keep_edge: dict[tuple[tuple[int, ...], frozenset[str], int], int] = {}
     for okey, parts in owned.items():
         who, where, k = okey
