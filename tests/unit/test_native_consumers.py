@@ -118,3 +118,18 @@ def test_a_capacity_past_the_cores_bound_runs_the_reference(monkeypatch):
 
 def test_a_core_built_from_an_older_crate_leaves_its_missing_functions_to_the_reference():
     assert native.function("a_function_no_crate_has") is None
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_fan_out_adds_the_edges_one_add_each_would(seed):
+    rng = random.Random(seed)
+    one, bulk = MinCostFlow(12), MinCostFlow(12)
+    for flow in (one, bulk):
+        flow.add(0, 1, 3, 0)
+    heads = rng.sample(range(2, 12), rng.randint(0, 10))
+    costs = [rng.choice([0, 1, 7]) for _ in heads]
+    edges = [one.add(1, b, 9, c) for b, c in zip(heads, costs, strict=True)]
+    assert list(bulk.fan_out(1, heads, 9, costs)) == edges
+    assert (bulk.graph, bulk.to, bulk.cap, bulk.cost, bulk.initial) == (
+        one.graph, one.to, one.cap, one.cost, one.initial,
+    )  # fmt: skip
