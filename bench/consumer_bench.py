@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 from core.model import ClusterModel
 from core.plan.consumers import (
@@ -299,17 +300,23 @@ def sticky_figures(java: list[str] | None, work: Path) -> None:
         )
 
     print()
-    print("cooperative-sticky timing on fresh groups (ms, best / median)")
+    print("cooperative-sticky timing on fresh groups (ms, best / median; CPU in brackets)")
+    print("native: the compiled flow (docs/native.md); reference: SELFHEAL_NATIVE=0, one run")
     # Java's general builder (mixed subscriptions) takes seconds here: one cold run.
-    for label, shape, (m, p), (warmup, runs) in (
-        ("equal subs", STICKY_SHAPES[0][1], (1000, 10_000), (1, 3)),
-        ("3 patterns", STICKY_SHAPES[1][1], (300, 3000), (0, 1)),
+    for label, shape, (m, p, topics), (warmup, runs) in (
+        ("equal subs", STICKY_SHAPES[0][1], (1000, 10_000, 10), (1, 3)),
+        ("3 patterns", STICKY_SHAPES[1][1], (300, 3000, 10), (0, 1)),
+        ("each its own", STICKY_SHAPES[2][1], (1000, 10_000, 10), (0, 1)),
+        ("each its own", STICKY_SHAPES[2][1], (1000, 10_000, 25), (0, 1)),
     ):
-        members, racks = generate(7, m, p, 10, **shape)  # type: ignore[arg-type]
+        members, racks = generate(7, m, p, topics, **shape)  # type: ignore[arg-type]
         ours, plan = timed(lambda g=members, r=racks: assign_cooperative_sticky(g, r), 1, 3)
-        line = f"  {label}, {m} x {p}: python {ours}"
+        with patch.dict(os.environ, {"SELFHEAL_NATIVE": "0"}):  # the Python reference
+            slow, again = timed(lambda g=members, r=racks: assign_cooperative_sticky(g, r), 0, 1)
+        line = f"  {label}, {m} x {p}, {topics} topics: native {ours}, reference {slow}"
+        line += f" ({'same' if again == plan else 'DIFFERENT'})"
         if java is not None:
-            path = work / f"sticky-big-{m}.group"
+            path = work / f"sticky-big-{m}-{topics}-{label[0]}.group"
             write_group(path, members, racks)
             [(theirs, assignment)] = run_java(java, "cooperative-sticky", warmup, runs, [path])
             line += (

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
+from typing import Any
 
 
 def core() -> ModuleType | None:
@@ -22,3 +23,10 @@ def core() -> ModuleType | None:
     except ImportError:
         return None
     return selfheal_native
+
+
+def function(name: str) -> Any:
+    """The compiled function `name`, or None (no core, turned off, or built from an older
+    crate than this checkout: until `make` rebuilds it, the reference runs)."""
+    found = core()
+    return None if found is None else getattr(found, name, None)

@@ -4,6 +4,7 @@ classes; a few hundred to a few thousand nodes)."""
 from __future__ import annotations
 
 from collections import deque
+from itertools import chain, repeat
 
 
 class MinCostFlow:
@@ -31,6 +32,20 @@ class MinCostFlow:
             self.cost.append(w)
             self.initial.append(c)
         return e
+
+    def fan_out(self, a: int, heads: list[int], cap: int, costs: list[int]) -> range:
+        """`add(a, b, cap, cost)` for each head b (none of them `a`) and its cost, in
+        order: the same edges, the same adjacency order, added in bulk."""
+        first = len(self.to)
+        edges = range(first, first + 2 * len(heads), 2)
+        self.graph[a].extend(edges)
+        for b, e in zip(heads, edges, strict=True):
+            self.graph[b].append(e + 1)
+        self.to.extend(chain.from_iterable(zip(heads, repeat(a))))
+        self.cap.extend(chain.from_iterable(repeat((cap, 0), len(heads))))
+        self.cost.extend(chain.from_iterable((c, -c) for c in costs))
+        self.initial.extend(chain.from_iterable(repeat((cap, 0), len(heads))))
+        return edges
 
     def used(self, edge: int) -> int:
         return self.initial[edge] - self.cap[edge]

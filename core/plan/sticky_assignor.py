@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from core.plan.flow import MinCostFlow
 from core.plan.formats import TopicPartition
 from core.plan.range_assignor import TopicRacks, client_rack, member_order
+from schemas import native
 from schemas.snapshot import Member
 
 Part = tuple[str, int]
@@ -126,9 +127,9 @@ def assign_cooperative_sticky(
         who, where = key
         if parts:
             flow.add(source, pool_node[key], len(parts), 0)
-        pool_links[key] = [
-            (k, flow.add(pool_node[key], nodes[k], total, cross(k, where))) for k in who
-        ]
+        costs = [cross(k, where) for k in who]
+        edges = flow.fan_out(pool_node[key], [nodes[k] for k in who], total, costs)
+        pool_links[key] = list(zip(who, edges, strict=True))
     keep_edge: dict[tuple[tuple[int, ...], frozenset[str], int], int] = {}
     for okey, parts in owned.items():
         who, where, k = okey
@@ -137,20 +138,7 @@ def assign_cooperative_sticky(
         keep_edge[okey] = flow.add(mine, nodes[k], len(parts), cross(k, where))
         flow.add(mine, pool_node[(who, where)], len(parts), 1)
 
-    # Level j of node k: its members' (j+1)-th partitions, BIG * (2j + 1) each.
-    top: dict[int, tuple[int, int]] = {}  # level edge -> (node, level)
-
-    def add_level(k: int, level: int) -> None:
-        e = flow.add(nodes[k], sink, len(node_members[k]), big * (2 * level + 1))
-        top[e] = (k, level)
-
-    for k in range(len(nodes)):
-        add_level(k, 0)
-    while path := flow.augment(source, sink):
-        last = path[0]  # the edge into the sink
-        if last in top and flow.cap[last] == 0:
-            k, level = top.pop(last)
-            add_level(k, level + 1)
+    _fill(flow, nodes, [len(ids) for ids in node_members], big, source, sink)
 
     got: list[list[Part]] = [[] for _ in node_members]
     keep: list[list[Part]] = [[] for _ in node_members]  # kept in the owner's node
@@ -169,6 +157,35 @@ def assign_cooperative_sticky(
     for k, ids in enumerate(node_members):
         _split(ids, keep[k], got[k], owner, out)
     return {m: tuple(TopicPartition(t, p) for t, p in sorted(parts)) for m, parts in out.items()}
+
+
+def _fill(
+    flow: MinCostFlow, nodes: list[int], sizes: list[int], big: int, source: int, sink: int
+) -> None:
+    """The cheapest flow, member node k's j-th level (its members' (j+1)-th partitions,
+    BIG * (2j + 1) each) added only when level j - 1 is full. The compiled core, when
+    there, takes the same paths in the same order; the levels it adds stay its own."""
+    compiled = native.function("sticky_flow")
+    if compiled is not None:
+        left = compiled(
+            len(flow.graph), flow.to, flow.cap, flow.cost, nodes, sizes, big, source, sink
+        )
+        if left is not None:
+            flow.cap[:] = left
+            return
+    top: dict[int, tuple[int, int]] = {}  # level edge -> (node, level)
+
+    def add_level(k: int, level: int) -> None:
+        e = flow.add(nodes[k], sink, sizes[k], big * (2 * level + 1))
+        top[e] = (k, level)
+
+    for k in range(len(nodes)):
+        add_level(k, 0)
+    while path := flow.augment(source, sink):
+        last = path[0]  # the edge into the sink
+        if last in top and flow.cap[last] == 0:
+            k, level = top.pop(last)
+            add_level(k, level + 1)
 
 
 def _split(

@@ -9,12 +9,14 @@ use pyo3::prelude::*;
 
 mod checks;
 mod disks;
+mod flow;
 mod model;
 
 #[pymodule]
 fn selfheal_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(checks::references_hold, m)?)?;
     m.add_function(wrap_pyfunction!(disks::drain_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(flow::sticky_flow, m)?)?;
     m.add_function(wrap_pyfunction!(model::dir_index, m)?)?;
     m.add_function(wrap_pyfunction!(model::broker_totals, m)?)?;
     Ok(())
