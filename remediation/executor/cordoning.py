@@ -15,21 +15,38 @@ from typing import Any
 from core.plan.cordon import unsupported
 from remediation.executor.cluster import ClusterError, KafkaCluster
 from remediation.executor.cordon import with_dir, without_dir
+from remediation.executor.lifecycle import State
+from remediation.executor.store import ActionStore
 
 CORDON_VISIBLE_SECONDS = 15.0
 
 
-def cordon(cluster: KafkaCluster, broker: int, path: str) -> dict[str, Any]:
-    """Cordon `path` on `broker`; returns the journal entry for `uncordon`. A dir that is
-    cordoned already is left as it is (`added` False: the cordon is not ours)."""
+def prepare(cluster: KafkaCluster, broker: int, path: str) -> dict[str, Any]:
+    """The journal entry of a cordon, read before anything changes: whether the dir is
+    ours to cordon (`added` False: cordoned already, the cordon is not ours) and the
+    broker's own dynamic value the undo must give back."""
     _check_supported(cluster)
     found = cluster.cordon_config(broker)
-    change = with_dir(found, path)
-    entry = {"broker": broker, "path": path, "added": bool(change),
-             "dynamic_before": found.dynamic}
+    return {"broker": broker, "path": path, "added": not found.cordoned(path),
+            "dynamic_before": found.dynamic}
+
+
+def apply(cluster: KafkaCluster, entry: dict[str, Any]) -> None:
+    """Cordon the entry's dir if it is ours to cordon; safe to run again after a crash
+    (a dir listed already is not listed twice)."""
+    if not entry.get("added"):
+        return
+    broker, path = int(entry["broker"]), str(entry["path"])
+    change = with_dir(cluster.cordon_config(broker), path)
     if change:
         cluster.alter_configs({f"broker:{broker}": change})
-        _await(cluster, broker, path, cordoned=True)
+    _await(cluster, broker, path, cordoned=True)
+
+
+def cordon(cluster: KafkaCluster, broker: int, path: str) -> dict[str, Any]:
+    """`prepare` then `apply`: cordon `path` on `broker`, returning the journal entry."""
+    entry = prepare(cluster, broker, path)
+    apply(cluster, entry)
     return entry
 
 
@@ -48,10 +65,28 @@ def uncordon(cluster: KafkaCluster, entry: dict[str, Any]) -> bool:
     return True
 
 
+def ours(store: ActionStore, cluster_id: str, broker: int,
+         path: str) -> tuple[str, dict[str, Any]] | None:
+    """The newest finished cordon action of ours on (broker, path) not yet lifted: its id
+    and journal entry; None when the dir holds no cordon we made."""
+    for row in reversed(store.list(State.SUCCEEDED, cluster_id)):
+        entry = row.journal.get("cordon")
+        if (row.type == "cordon_log_dir" and entry and entry.get("added")
+                and not entry.get("lifted") and entry["broker"] == broker
+                and entry["path"] == path):
+            return row.id, dict(entry)
+    return None
+
+
+def why_not(cluster: KafkaCluster) -> str | None:
+    """One line saying why this cluster cannot cordon a dir; None when it can."""
+    return unsupported(cluster.metadata_level())
+
+
 def _check_supported(cluster: KafkaCluster) -> None:
-    why_not = unsupported(cluster.metadata_level())
-    if why_not is not None:
-        raise ClusterError(why_not)
+    reason = why_not(cluster)
+    if reason is not None:
+        raise ClusterError(reason)
 
 
 def _await(cluster: KafkaCluster, broker: int, path: str, cordoned: bool) -> None:
