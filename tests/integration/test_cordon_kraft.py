@@ -31,8 +31,14 @@ def _cordoned(state: SandboxState) -> set[tuple[int, str]]:
 
 
 def _dirs_of(state: SandboxState, topic: str, broker: int) -> set[str]:
-    return {r["log_dir"] for p in _snapshot(state)["partitions"] if p["topic"] == topic
-            for r in p["replicas"] if r["broker"] == broker}
+    """The dirs of the broker's replicas of `topic`, once the broker reports each of them
+    (a follower's log is created moments after its leader is elected: its dir is None in
+    DescribeLogDirs until then)."""
+    def found() -> set[str | None]:
+        return {r["log_dir"] for p in _snapshot(state)["partitions"] if p["topic"] == topic
+                for r in p["replicas"] if r["broker"] == broker}
+    return wait_until(lambda: (dirs := found()) and None not in dirs and dirs,
+                      f"every replica of {topic} on broker {broker} in a dir", timeout=30)
 
 
 def _own_value(kafka: KafkaCluster, broker: int) -> str | None:
@@ -46,6 +52,7 @@ def test_a_cordoned_dir_gets_no_new_replica_and_the_undo_restores_the_operators_
     closed, open_ = state.broker(broker).log_dirs[:2]
     others = [b.node_id for b in state.brokers if b.node_id != broker]
     topics = [f"cordon-{uuid.uuid4().hex[:6]}" for _ in range(2)]
+    created: list[str] = []
     with open_admin(state.bootstrap_servers) as admin:
         kafka = KafkaCluster(admin)
         assert unsupported(kafka.metadata_level()) is None  # 4.4: 4.3-IV0 or later
@@ -74,10 +81,12 @@ def test_a_cordoned_dir_gets_no_new_replica_and_the_undo_restores_the_operators_
             assert entry["added"] is True and entry["dynamic_before"] is None
             assert _cordoned(state) & {(broker, closed), (broker, open_)} == {(broker, closed)}
             # A new topic on every broker: broker's replicas all land in the open dir.
+            created.append(topics[0])
             traffic.create_topic(state, topics[0], partitions=6,
                                  replication_factor=len(state.brokers))
             assert _dirs_of(state, topics[0], broker) == {open_}
             # A reassignment bringing replicas onto the broker: they land there too.
+            created.append(topics[1])
             traffic.create_topic(state, topics[1], partitions=4, replication_factor=1)
             moving = {(topics[1], p): [broker] for p in range(4)}
             placed = {p["partition"] for p in _snapshot(state)["partitions"]
@@ -89,7 +98,8 @@ def test_a_cordoned_dir_gets_no_new_replica_and_the_undo_restores_the_operators_
             assert placed and _dirs_of(state, topics[1], broker) == {open_}
             # And a disk move into the cordoned dir is refused by the broker.
             refused = kafka.move_dirs({(topics[0], 0, broker): closed})
-            assert "InvalidReplicaAssignment" in str(refused[(topics[0], 0, broker)])
+            # (Kafka's InvalidReplicaAssignmentException, as kafka-python names it)
+            assert refused == {(topics[0], 0, broker): "InvalidReplicationAssignmentError"}
             # The undo deletes the dynamic value it added: the broker is as it was.
             assert cordoning.uncordon(kafka, entry) is True
             assert _own_value(kafka, broker) is None
@@ -99,5 +109,5 @@ def test_a_cordoned_dir_gets_no_new_replica_and_the_undo_restores_the_operators_
                 kafka.alter_configs({f"broker:{broker}": {KEY: None}})
             except ClusterError:
                 pass
-            for topic in topics:
+            for topic in created:
                 traffic.delete_topic(state, topic)
