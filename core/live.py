@@ -80,7 +80,8 @@ class PlacementMemory:
 class BrokerDirs:
     """One broker's DescribeLogDirs answer, reduced to what a snapshot needs."""
 
-    dirs: dict[str, dict[str, Any]]  # path -> {"online", "total_bytes", "usable_bytes"}
+    # path -> {"online", "total_bytes", "usable_bytes"[, "cordoned": True]}
+    dirs: dict[str, dict[str, Any]]
     replicas: dict[tuple[str, int], tuple[str, int]]  # (topic, partition) -> (dir, size)
     future: dict[tuple[str, int], str]  # replicas being moved: (topic, partition) -> dir
 
@@ -123,6 +124,8 @@ def broker_dirs(reply: dict[str, Any]) -> BrokerDirs:
             "total_bytes": _size(d.get("total_bytes")) if online else None,
             "usable_bytes": _size(d.get("usable_bytes")) if online else None,
         }
+        if d.get("is_cordoned"):  # DescribeLogDirs v5 (Kafka 4.3+); left out otherwise
+            dirs[path]["cordoned"] = True
         for t in d.get("topics", ()):
             for p in t["partitions"]:
                 key = (t["name"], p["partition_index"])

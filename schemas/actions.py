@@ -62,6 +62,10 @@ def summarise(type: str, plan: Mapping[str, Any], bytes_moved: int = 0,
     elif type == "assign_consumers":
         targets = []
         partitions = sum(len(tps) for tps in plan.get("assignment", {}).values())
+    elif type in ("cordon_log_dir", "uncordon_log_dir"):
+        targets = []
+        partitions = 0
+        brokers.add(plan["broker"])
     elif type == "page_operator":
         targets = []
         partitions = len(plan.get("partitions", []))

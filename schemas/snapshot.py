@@ -130,6 +130,7 @@ _LOG_DIR: tuple[_Field, ...] = (
     ("online", "bool", True, False, None),
     ("total_bytes", "int", False, True, 0),
     ("usable_bytes", "int", False, True, 0),
+    ("cordoned", "bool", False, False, None),
 )
 _PARTITION: tuple[_Field, ...] = (
     ("topic", "str", True, False, 1),
@@ -294,7 +295,7 @@ class _Reader:
         seen: set[str] = set()
         for k, raw in enumerate(raw_dirs):
             where = f"{path}.log_dirs[{k}]"
-            dir_path, online, total, usable = _fields(raw, _LOG_DIR, where)
+            dir_path, online, total, usable, cordoned = _fields(raw, _LOG_DIR, where)
             if dir_path in seen:
                 raise SnapshotError(
                     f"{where}.path",
@@ -302,7 +303,7 @@ class _Reader:
                     "consistency",
                 )
             seen.add(dir_path)
-            dirs.append(LogDir(dir_path, online, total, usable))
+            dirs.append(LogDir(dir_path, online, total, usable, cordoned is True))
         found: dict[str | None, DirReplicas] = {
             d.path: DirReplicas(broker_id, d.path) for d in dirs
         }

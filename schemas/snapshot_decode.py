@@ -38,6 +38,7 @@ class _LogDirDoc(msgspec.Struct, forbid_unknown_fields=True):
     online: bool
     total_bytes: NonNegative | None = None
     usable_bytes: NonNegative | None = None
+    cordoned: bool = False
 
 
 class _BrokerDoc(msgspec.Struct, forbid_unknown_fields=True):
@@ -107,7 +108,8 @@ def decode_snapshot(text: str | bytes) -> Snapshot | None:
                 b.id,
                 b.rack,
                 b.alive,
-                tuple(LogDir(d.path, d.online, d.total_bytes, d.usable_bytes) for d in b.log_dirs),
+                tuple(LogDir(d.path, d.online, d.total_bytes, d.usable_bytes, d.cordoned)
+                      for d in b.log_dirs),
                 b.replica_selector,
             )
             for b in doc.brokers

@@ -40,6 +40,9 @@ class LogDir:
     online: bool
     total_bytes: int | None = None
     usable_bytes: int | None = None
+    # Cordoned (KIP-1066, DescribeLogDirs v5): no new replica is placed on it. Always
+    # False before Kafka 4.3's metadata version; the document leaves it out then.
+    cordoned: bool = False
 
 
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"

@@ -144,6 +144,9 @@ def _balance(
     """Move replicas between the dirs of one broker; returns (partition, from, to, bytes)."""
     mean = mean_ratio(dirs)
     limit = {d.path: threshold * mean * d.capacity for d in dirs}
+    for d in dirs:  # Kafka refuses a move into a cordoned dir (KIP-1066): it has no room
+        if model.dirs[broker][d.path].cordoned:
+            limit[d.path] = min(limit[d.path], d.used)
     moved: list[tuple[int, str, str, int]] = []
     for source in sorted(dirs, key=lambda d: limit[d.path] - d.used):
         if not over_limit(source.used, limit[source.path]):

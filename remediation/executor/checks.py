@@ -41,6 +41,8 @@ def _brokers_named(action: Action) -> set[int]:
     named = {b for t in action.targets() for b in t.replicas}
     if action.is_page:
         named |= set(action.plan["brokers"])
+    if action.type in CORDON_TYPES:
+        named.add(action.plan["broker"])
     return named
 
 
@@ -76,6 +78,8 @@ def applies(action: Action, view: LiveView,
     """
     if action.is_page or action.type == "assign_consumers":
         return Verdict(True, "nothing on the cluster to re-check")
+    if action.type in CORDON_TYPES:
+        return _cordon_applies(action, view)
     check = {"fix_offline_replicas": _fix_offline_stale,
              "move_replica_dirs": _move_dirs_stale,
              "rebalance_leaders": _leaders_stale}[action.type]
@@ -111,6 +115,29 @@ def applies(action: Action, view: LiveView,
 
 
 _DONE = "done"
+CORDON_TYPES = frozenset({"cordon_log_dir", "uncordon_log_dir"})
+
+
+def _cordon_applies(action: Action, view: LiveView) -> Verdict:
+    """A cordon applies to an online, uncordoned dir of an alive broker; lifting one, to a
+    dir that shows cordoned (whether the cordon is ours the executor checks itself)."""
+    broker, path = action.plan["broker"], action.plan["log_dir"]
+    model = view.model
+    d = model.dirs.get(broker, {}).get(path)
+    if d is None:
+        return Verdict(False, f"broker {broker} has no log dir {path}")
+    if broker not in model.alive:
+        return Verdict(False, f"broker {broker} is down; a config change cannot reach it")
+    if action.type == "cordon_log_dir":
+        if d.cordoned:
+            return Verdict(False, f"log dir {path} on broker {broker} is cordoned already")
+        if not d.online:
+            return Verdict(False, f"log dir {path} on broker {broker} is offline; nothing is "
+                                  "placed there anyway")
+        return Verdict(True, f"re-read: log dir {path} on broker {broker} is not cordoned")
+    if not d.cordoned:
+        return Verdict(False, f"log dir {path} on broker {broker} is not cordoned")
+    return Verdict(True, f"re-read: log dir {path} on broker {broker} is cordoned")
 
 
 def _can_take(view: LiveView, broker: int, t: PartitionAssignment) -> str | None:

@@ -14,6 +14,8 @@ from typing import Any
 
 from core.live import PlacementMemory, read_snapshot
 from core.model import ClusterModel
+from remediation.executor import cordon
+from remediation.executor.cordon import CordonConfig
 from remediation.executor.throttle import Configs, split
 from remediation.executor.view import TP, LiveView, Reassigning, leader_counts
 from schemas.snapshot import snapshot_from_dict
@@ -151,6 +153,32 @@ class KafkaCluster:
             found = reply.get(kind, {}).get(name, {})
             out[r] = {k: (found[k]["value"] if k in found else None) for k in wanted}
         return out
+
+    def cordon_config(self, broker: int) -> CordonConfig:
+        """The broker's `cordoned.log.dirs`: its own dynamic value and what lies beneath
+        (read with synonyms: the effective value alone cannot say what to put back)."""
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        with _calling("DescribeConfigs", self.admin):
+            reply = self.admin.describe_configs(
+                [ConfigResource(ConfigResourceType.BROKER, str(broker), {cordon.KEY: None})],
+                include_synonyms=True, config_filter="all")
+        found = reply.get("broker", {}).get(str(broker), {}).get(cordon.KEY)
+        return CordonConfig.from_synonyms((found or {}).get("synonyms") or [])
+
+    def cordoned_dirs(self, broker: int) -> set[str]:
+        """The broker's dirs DescribeLogDirs v5 says are cordoned (none before 4.3)."""
+        with _calling(f"DescribeLogDirs of broker {broker}", self.admin):
+            (reply,) = self.admin.describe_log_dirs(brokers=[broker])
+        return {d["log_dir"] for d in reply["log_dirs"] if d.get("is_cordoned")}
+
+    def metadata_level(self) -> int | None:
+        """The finalised metadata.version feature level; None where there is none
+        (ZooKeeper mode)."""
+        with _calling("ApiVersions (features)", self.admin):
+            features = self.admin.describe_features()
+        finalized = features.get("metadata.version", {}).get("finalized")
+        return int(finalized[1]) if finalized else None
 
     # --- changes ----------------------------------------------------------------------
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from core import clock
-from remediation.executor import checks, progress, targets, throttle
+from remediation.executor import checks, cordoning, progress, targets, throttle
+from remediation.executor.checks import CORDON_TYPES
 from remediation.executor.ending import Ending, _errors
 from remediation.executor.lifecycle import State
 from remediation.executor.store import ActionRow
@@ -69,6 +70,8 @@ class Moves(Ending):
             return
         if action.type == "move_replica_dirs":
             self._advance_dirs(row, action, view)
+        elif action.type in CORDON_TYPES:
+            self._advance_cordon(row, action)
         elif action.type == "assign_consumers":
             if self._publish is None:
                 self._fail(row, "no event bus to publish the consumer assignment to")
@@ -77,6 +80,36 @@ class Moves(Ending):
             self._to_verifying(row, "assignment published to the consumer-assignments topic")
         else:
             self._advance_reassignment(row, action, view)
+
+    def _advance_cordon(self, row: ActionRow, action: Action) -> None:
+        """Cordon a dir (what was there journalled first, so a restarted executor still
+        knows the cordon is ours), or lift the cordon of ours on it."""
+        broker, path = int(action.plan["broker"]), str(action.plan["log_dir"])
+        why_not = cordoning.why_not(self.cluster)
+        if why_not is not None:
+            self._fail(row, why_not)  # retrying cannot help: the cluster cannot cordon
+            return
+        if action.type == "cordon_log_dir":
+            entry = row.journal.get("cordon")
+            if entry is None:
+                entry = cordoning.prepare(self.cluster, broker, path)
+                self.store.update_journal(row.id, cordon=entry)
+            cordoning.apply(self.cluster, dict(entry))
+            self._to_verifying(row, f"log dir {path} on broker {broker} cordoned" if entry[
+                "added"] else f"log dir {path} on broker {broker} was cordoned already (not "
+                "by selfheal): left as it is, and it will not be lifted by selfheal")
+            return
+        found = cordoning.ours(self.store, action.cluster_id, broker, path)
+        if found is None:
+            self._to_verifying(row, f"no cordon of selfheal's on log dir {path} of broker "
+                                    f"{broker}: nothing lifted (an operator's stays)")
+            return
+        owner, entry = found
+        cordoning.uncordon(self.cluster, entry)
+        self.store.update_journal(owner, cordon={**entry, "lifted": True})
+        self._to_verifying(row, f"selfheal's cordon of log dir {path} on broker {broker} "
+                                f"lifted (it was set by {owner[:12]}); the broker's other "
+                                "cordoned.log.dirs entries are as they were")
 
     def _advance_reassignment(self, row: ActionRow, action: Action, view: LiveView) -> None:
         st = progress.status(action, view)

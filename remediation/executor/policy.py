@@ -34,6 +34,10 @@ DEFAULT_MODES: dict[str, str] = {
     "rebalance_leaders": "auto",
     "assign_consumers": "auto",
     "page_operator": "approve",
+    # A cordon moves nothing and is undone by the product itself; it only steers where
+    # Kafka creates new replicas.
+    "cordon_log_dir": "auto",
+    "uncordon_log_dir": "auto",
 }
 # What each [actions] key governs (docs/config-reference.md is generated from these).
 ACTIONS_DOC = ("\"auto\" runs by itself within [limits]; \"approve\" waits for a human "
@@ -43,6 +47,9 @@ MODE_DOCS: dict[str, str] = {
     "move_replica_dirs": "Intra-broker moves between a broker's own disks.",
     "rebalance_leaders": "Reordered replica lists and a preferred election; no data moves.",
     "assign_consumers": "KIP-881 rack-aware targets for opted-in consumer groups.",
+    "cordon_log_dir": ("Add a filling or returned dir to the broker's cordoned.log.dirs "
+                       "(Kafka 4.3+): no new replica lands there while the moves run."),
+    "uncordon_log_dir": "Lift a cordon selfheal made, once the dir is healthy and even again.",
     "page_operator": "Always a human (replace a disk, restart a broker): only \"approve\".",
 }
 

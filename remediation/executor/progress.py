@@ -115,6 +115,13 @@ def verify(action: Action, view: LiveView) -> list[str]:
     """
     if action.is_page or action.type == "assign_consumers":
         return []
+    if action.type == "cordon_log_dir":  # uncordon: the step saw it lifted (or not ours)
+        broker, path = action.plan["broker"], action.plan["log_dir"]
+        d = view.model.dirs.get(broker, {}).get(path)
+        return [] if d is not None and d.cordoned else [
+            f"log dir {path} on broker {broker} does not show cordoned"]
+    if action.type == "uncordon_log_dir":
+        return []
     out: list[str] = []
     elect = set(action.elections())
     for t in action.targets():

@@ -49,6 +49,10 @@ _RISK = {
     "moves, clients reconnect to the new leaders within seconds.",
     "assign_consumers": "Changes which consumer reads which partition; the group "
     "rebalances once.",
+    "cordon_log_dir": "Kafka creates no new replica in this dir until the cordon is lifted; "
+    "what is there stays and serves. Nothing moves.",
+    "uncordon_log_dir": "New replicas may be created in this dir again; the broker's other "
+    "cordoned dirs (an operator's) stay cordoned.",
     "page_operator": "Software cannot do this: a person has to act on the brokers named "
     "below, then mark it resolved here.",
 }
@@ -57,6 +61,8 @@ _TITLE = {
     "move_replica_dirs": "Even out the disks of a broker",
     "rebalance_leaders": "Rebalance partition leaders across racks",
     "assign_consumers": "Assign consumers to partitions on their own rack",
+    "cordon_log_dir": "Cordon a filling or returned log dir",
+    "uncordon_log_dir": "Lift selfheal's cordon of a log dir",
     "page_operator": "An operator is needed",
 }
 _STYLE = ("td,th{padding:.2rem .6rem;text-align:left}"
@@ -243,6 +249,8 @@ def _plan_lines(action: Action, current: Current | None) -> list[str]:
                 "log dirs: " + (", ".join(plan["log_dirs"]) or "none")]
     if action.type == "assign_consumers":
         return [json.dumps(action.plan, sort_keys=True)]
+    if "log_dir" in action.plan and "broker" in action.plan:  # a cordon or its undo
+        return [f"broker {action.plan['broker']}: log dir {action.plan['log_dir']}"]
     return [describe_target(t, action.type, current) for t in action.targets()]
 
 

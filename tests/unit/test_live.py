@@ -77,3 +77,12 @@ def test_one_broker_or_a_bound_of_one_asks_in_this_thread():
     assert per_broker(ask, [2], concurrency=8) == {2: 20}
     assert per_broker(ask, [3, 1], concurrency=1) == {1: 10, 3: 30}
     assert seen == [caller] * 3
+
+
+def test_a_cordoned_dir_is_recorded_and_an_uncordoned_one_leaves_the_field_out():
+    answer = reply(("/d1", 0, []), ("/d2", 0, []))
+    answer["log_dirs"][0]["is_cordoned"] = True  # DescribeLogDirs v5 (Kafka 4.3+)
+    answer["log_dirs"][1]["is_cordoned"] = False
+    dirs = broker_dirs(answer).dirs
+    assert dirs["/d1"]["cordoned"] is True
+    assert "cordoned" not in dirs["/d2"]  # a 3.9 snapshot reads the same as before

@@ -43,7 +43,8 @@ EXAMPLE: dict[str, Any] = {
                 {"path": "/data/d1", "online": True, "total_bytes": 1000000, "usable_bytes": 400000}
             ],
         },
-        {"id": 1, "rack": "r2", "alive": True, "log_dirs": [{"path": "/data/d1", "online": True}]},
+        {"id": 1, "rack": "r2", "alive": True,
+         "log_dirs": [{"path": "/data/d1", "online": True, "cordoned": True}]},
         {
             "id": 2,
             "rack": None,
@@ -225,6 +226,9 @@ SAMPLES = [
     mutate("brokers[0].log_dirs", []),
     mutate("brokers[0].log_dirs[0].usable_bytes", 1.0),
     mutate("brokers[0].log_dirs[0].usable_bytes", 1.1),
+    mutate("brokers[1].log_dirs[0].cordoned", None),
+    mutate("brokers[1].log_dirs[0].cordoned", 1),
+    mutate("brokers[1].log_dirs[0].cordoned", delete=True),
     mutate("partitions", {}),
     mutate("partitions[0].isr", [0, 1.0]),
     mutate("partitions[1].isr", [0, None]),  # not a replica, and not an integer: schema first

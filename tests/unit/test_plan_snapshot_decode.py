@@ -153,3 +153,11 @@ def test_invalid_utf8_is_a_snapshot_error_not_a_codec_trace():
     assert decode_snapshot(raw) is None  # the walker says what is wrong
     with pytest.raises(SnapshotError, match="not UTF-8 text"):
         parse_snapshot(raw)
+
+
+def test_a_cordoned_dir_reads_the_same_through_both_decoders_and_absent_is_false() -> None:
+    text = json.dumps(READABLE)
+    fast, walked = parse_snapshot(text), snapshot_from_dict(json.loads(text))
+    cordoned = {(b.id, d.path): d.cordoned for b in walked.brokers for d in b.log_dirs}
+    assert cordoned == {(0, "/data/d1"): False, (1, "/data/d1"): True, (2, "/data/d1"): False}
+    assert fast.brokers == walked.brokers
