@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from core import groups
-from core.live import open_admin, read_snapshot
+from core.live import open_admin
 from core.locality import locality
 from core.model import ClusterModel
 from schemas.snapshot import snapshot_from_dict
