@@ -2,7 +2,8 @@
 protocol and assignor (the broker's `uniform` for the new one, whose members' racks the
 reader cannot see); the stream job proposes an assign_consumers for the classic group
 reading across racks and none for the KIP-848 group, whose page names what the operator
-can set (the brokers' group.consumer.assignors, the consumers' client.rack).
+can set (the brokers' group.consumer.assignors, the consumers' client.rack); the opt-in
+helper refuses the KIP-848 group.
 
 Real confluent-kafka consumers, one group each way; the snapshots are read with the
 collector's own code and produced to a job on topics of its own, a window apart.
@@ -21,6 +22,7 @@ from core import groups
 from core.live import open_admin
 from core.locality import locality
 from core.model import ClusterModel
+from remediation.consumers import ConfigError, RackAwareConsumer
 from schemas.snapshot import snapshot_from_dict
 from tests.integration.serve_harness import placed_topic
 from tests.integration.test_consumer_groups_snapshot import Consumer
@@ -55,6 +57,13 @@ def test_a_kip848_group_is_recorded_measured_and_paged_never_assigned(kraft_sand
                   f"state={answer.get('group_state')!r}, {len(answer.get('members', []))} "
                   "members")
             assert groups.group_record(new, answer) is None
+        # The opt-in helper, configured classic, meets the group the cluster runs as
+        # KIP-848: it refuses at construction and says why (before reading any target).
+        with pytest.raises(ConfigError, match="runs as a KIP-848 group on the cluster"):
+            RackAwareConsumer({"bootstrap.servers": state.bootstrap_servers, "group.id": new,
+                               "client.rack": "rack1",
+                               "partition.assignment.strategy": "range"}, [topic],
+                              timeout=10.0)
     finally:
         for m in members:
             m.stop()
