@@ -1,23 +1,27 @@
-"""Read a live cluster's classic consumer groups into the snapshot's `consumer_groups`.
+"""Read a live cluster's consumer groups into the snapshot's `consumer_groups`.
 
+ListGroups (v5 on 4.x) says each group's type. A classic group is described here:
 DescribeGroups answers with each member's subscription and assignment as the raw bytes
 its client sent; kafka-python decodes them (ConsumerProtocolSubscription v3 carries the
-member's `client.rack`, KIP-881). confluent-kafka's `MemberDescription` has no rack, so
-this reader uses kafka-python's admin client, as the rest of core/live.py does.
+member's `client.rack`, KIP-881). confluent-kafka's `MemberDescription` has neither
+the bytes nor the rack, so classic groups are read with kafka-python's admin client, as
+the rest of core/live.py does. A KIP-848 group (`group.protocol=consumer`) is described
+by ConsumerGroupDescribe, which kafka-python lacks: core/kip848.py reads it with
+confluent-kafka (docs/architecture.md, "Which client reads which group").
 
 Also read here: each broker's `replica.selector.class` (DescribeConfigs), which says
 whether a consumer may read from a replica on its own rack (KIP-392, follower fetching).
 
 Lag is not read: it needs an OffsetFetch per group and a ListOffsets per partition leader
-on every snapshot, for a figure locality does not use. KIP-848 groups (protocol type
-`consumer` in ConsumerGroupDescribe, not DescribeGroups) are not listed by DescribeGroups
-as classic groups and are left out: nothing outside them can steer their assignment.
+on every snapshot, for a figure locality does not use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from core import kip848
 
 CONSUMER_PROTOCOL = "consumer"  # DescribeGroups' protocol type of a classic consumer group
 SELECTOR_CONFIG = "replica.selector.class"
@@ -71,22 +75,25 @@ def group_record(name: str, info: Any) -> dict[str, Any] | None:
         "protocol_type": protocol_type,
         "protocol": _field(info, "protocol_data") or _field(info, "protocol") or None,
         "state": _field(info, "group_state") or _field(info, "state") or None,
+        "group_protocol": "classic",
         "members": members,
     }
 
 
-def list_group_ids(admin: Any) -> list[str]:
-    """Every group the brokers coordinate whose protocol type is a classic consumer's."""
-    found = admin.list_groups()
-    out = set()
-    for g in found:
+def list_groups(admin: Any) -> dict[str, str]:
+    """Every consumer group the brokers coordinate: group id -> its protocol, "classic"
+    or "consumer" (KIP-848; ListGroups v5's group type, absent before Kafka 3.7)."""
+    out = {}
+    for g in admin.list_groups():
         if isinstance(g, (tuple, list)):  # older kafka-python: (group_id, protocol_type)
-            group_id, protocol_type = g[0], g[1]
+            group_id, protocol_type, group_type = g[0], g[1], None
         else:
             group_id, protocol_type = _field(g, "group_id"), _field(g, "protocol_type")
+            group_type = _field(g, "group_type")
         if group_id and protocol_type == CONSUMER_PROTOCOL:
-            out.add(group_id)
-    return sorted(out)
+            out[group_id] = (kip848.BROKER_PROTOCOL if group_type == kip848.BROKER_PROTOCOL
+                             else "classic")
+    return dict(sorted(out.items()))
 
 
 def describe(admin: Any, groups: Sequence[str]) -> dict[str, Any]:
@@ -99,18 +106,28 @@ def describe(admin: Any, groups: Sequence[str]) -> dict[str, Any]:
     return {_field(g, "group_id"): g for g in found}
 
 
-def read_groups(admin: Any, groups: Iterable[str] | None = None) -> list[dict[str, Any]]:
-    """The snapshot's `consumer_groups`: ``groups`` (every classic consumer group when
-    None) with their members, client racks, topics and assignment; groups with no
-    members are left out."""
-    wanted = list_group_ids(admin) if groups is None else list(dict.fromkeys(groups))
-    described = describe(admin, wanted)
-    out = []
-    for name in wanted:
+def read_groups(admin: Any, groups: Iterable[str] | None = None,
+                client: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The snapshot's `consumer_groups`: ``groups`` (every consumer group when None),
+    classic and KIP-848, with their members, client racks (where they can be read),
+    topics and assignment; groups with no members are left out. ``client``: the
+    confluent-kafka config for ConsumerGroupDescribe (default: the admin's servers)."""
+    kinds = list_groups(admin)
+    wanted = list(kinds) if groups is None else list(dict.fromkeys(groups))
+    broker_assigned = [g for g in wanted if kinds.get(g) == kip848.BROKER_PROTOCOL]
+    classic = [g for g in wanted if g not in broker_assigned]
+    described = describe(admin, classic)
+    records = {}
+    for name in classic:
         record = group_record(name, described.get(name))
         if record is not None:
-            out.append(record)
-    return out
+            records[name] = record
+    if broker_assigned:
+        timeout_s = _field(getattr(admin, "config", {}), "request_timeout_ms", 10000) / 1000
+        found = kip848.read_groups(client or kip848.client_config(admin), broker_assigned,
+                                   timeout_s)
+        records.update((r["group"], r) for r in found)
+    return [records[g] for g in wanted if g in records]
 
 
 def current_assignment(admin: Any, group: str) -> dict[str, list[tuple[str, int]]]:
@@ -151,11 +168,12 @@ def read_replica_selectors(admin: Any, brokers: Iterable[int]) -> dict[int, str 
     return read_broker_config(admin, brokers, SELECTOR_CONFIG)
 
 
-def add_groups(admin: Any, doc: dict[str, Any]) -> None:
-    """Fill a snapshot document (core.live.read_snapshot's) with every classic consumer
-    group and the alive brokers' replica selectors."""
+def add_groups(admin: Any, doc: dict[str, Any],
+               client: Mapping[str, Any] | None = None) -> None:
+    """Fill a snapshot document (core.live.read_snapshot's) with every consumer group
+    and the alive brokers' replica selectors."""
     selectors = read_replica_selectors(admin, [b["id"] for b in doc["brokers"] if b["alive"]])
     for b in doc["brokers"]:
         if selectors.get(b["id"]):
             b["replica_selector"] = selectors[b["id"]]
-    doc["consumer_groups"] = read_groups(admin)
+    doc["consumer_groups"] = read_groups(admin, client=client)

@@ -6,6 +6,11 @@ selector (KIP-392 follower fetching) and an in-sync replica sits on that rack. S
 are weighted by the partition's bytes (its largest replica) when the snapshot knows
 them, by partition count otherwise. Pure: a snapshot model in, figures out; the
 collector exports them and the detector compares them with the group's KIP-881 plan.
+
+A KIP-848 group (`group.protocol=consumer`) is measured the same way when its members'
+racks are known; when the reader could not see them (`racks_known` false) its locality
+is unknown (None), not zero, and the diagnosis says so. Its assignment is the broker's
+to make: the diagnosis names what the operator can set instead of a plan to apply.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from schemas.snapshot import NO_LEADER, ConsumerGroup, Partition
 DEFAULT_STRATEGY = "cooperative-sticky"
 # Partitions named in a diagnosis, at most (the count is always given).
 SHOWN = 5
+SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,10 +51,16 @@ class Diagnosis:
     one_rack_partitions: tuple[str, ...]  # assigned partitions with every replica in one rack
     assignor: str | None  # the group's assignor when it is not a rack-aware one
     racks: tuple[str, ...]  # the cluster's racks (the values client.rack may take)
+    # A KIP-848 group: the broker's assignor ("" when the reader did not say), else None
+    broker_assignor: str | None = None
+    racks_unknown: bool = False  # the reader could not see the members' client.rack
 
     def text(self) -> str:
         """One sentence per cause; empty when there is none."""
         parts = []
+        if self.racks_unknown:
+            parts.append("its members' client.rack cannot be read (librdkafka drops the "
+                         "RackId of ConsumerGroupDescribe), so its locality is not measured")
         if self.members_without_rack:
             names = ", ".join(f"{m} (client.id {c})" if c else m
                               for m, c in self.members_without_rack[:SHOWN])
@@ -57,9 +69,8 @@ class Diagnosis:
                          f"{names}{f' and {more} more' if more > 0 else ''}")
         if self.brokers_without_selector:
             parts.append("broker(s) " + ", ".join(map(str, self.brokers_without_selector))
-                         + " lead its partitions without replica.selector.class="
-                         "org.apache.kafka.common.replica.RackAwareReplicaSelector, so "
-                         "consumers read from leaders only")
+                         + f" lead its partitions without replica.selector.class={SELECTOR}, "
+                         "so consumers read from leaders only")
         if self.one_rack_partitions:
             shown = ", ".join(self.one_rack_partitions[:SHOWN])
             more = len(self.one_rack_partitions) - SHOWN
@@ -69,7 +80,24 @@ class Diagnosis:
         if self.assignor:
             parts.append(f"the group's assignor {self.assignor} is not rack-aware (KIP-881 "
                          f"covers {' and '.join(STRATEGIES)})")
+        if self.broker_assignor is not None:
+            parts.append(broker_assigned_text(self.broker_assignor))
         return "; ".join(parts)
+
+
+def broker_assigned_text(assignor: str) -> str:
+    """What an operator can set for a KIP-848 group, whose assignment nothing outside
+    the group can steer."""
+    named = f"assignor {assignor}" if assignor else "assignor"
+    return (f"it uses group.protocol=consumer (KIP-848): the broker assigns its partitions "
+            f"with its {named}, and the broker's assignors (uniform, range) are not "
+            "rack-aware (KAFKA-16694), while client-side assignors do not apply to such a "
+            "group (KAFKA-18327), so no assign_consumers is proposed; what can be set: "
+            "the brokers' group.consumer.assignors (a rack-aware ConsumerGroupPartition"
+            "Assignor), each consumer's client.rack with replica.selector.class="
+            f"{SELECTOR} on the brokers (follower fetching, KIP-392: each consumer reads "
+            "from a replica on its rack whatever it is assigned), or group.protocol=classic "
+            "with a rack-aware assignor (KIP-881)")
 
 
 def strategy_for(group: ConsumerGroup) -> str:
@@ -112,6 +140,8 @@ def locality(model: ClusterModel, group: ConsumerGroup,
             mine = rack.get(member)
             rows.append((member, _weight(p), mine is not None and mine in local_racks(model, p)))
     by_bytes = sum(w for _, w, _ in rows) > 0
+    if not group.racks_known:  # unknown racks: neither local nor remote
+        return Locality(None, 0, len(rows), by_bytes, dict.fromkeys(rack))
     total: dict[str, int] = {}
     near: dict[str, int] = {}
     for member, w, local in rows:
@@ -155,12 +185,14 @@ def diagnose(model: ClusterModel, group: ConsumerGroup) -> Diagnosis:
         if len(racks) == 1 and member_racks - racks:
             one_rack.append(p.name)
     return Diagnosis(
-        members_without_rack=tuple((m.member_id, m.client_id)
-                                   for m in group.members if m.rack is None),
+        members_without_rack=tuple((m.member_id, m.client_id) for m in group.members
+                                   if m.rack is None and group.racks_known),
         brokers_without_selector=tuple(sorted(
             b for b in leaders if not model.brokers[b].follower_fetching)),
         one_rack_partitions=tuple(one_rack),
-        assignor=(group.protocol if group.protocol is not None
+        assignor=(group.protocol if group.protocol is not None and not group.broker_assigned
                   and group.protocol not in STRATEGIES else None),
         racks=tuple(sorted({r for b in model.alive if (r := model.rack_of.get(b)) is not None})),
+        broker_assignor=(group.protocol or "") if group.broker_assigned else None,
+        racks_unknown=not group.racks_known,
     )

@@ -69,6 +69,9 @@ class KafkaLine:
     reassign_tool: str  # kafka-reassign-partitions' main class
     leader_election_tool: str
     log_dirs_tool: str
+    # KIP-848's rebalance protocol (`group.protocol=consumer`) served by default: GA in
+    # 4.0; 3.9 has it as early access, off unless group.coordinator.rebalance.protocols
+    consumer_protocol: bool = False
 
     @property
     def jars_role(self) -> str:
@@ -106,6 +109,7 @@ LINES: dict[str, KafkaLine] = {k.line: k for k in (
         reassign_tool="org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
         leader_election_tool="org.apache.kafka.tools.LeaderElectionCommand",
         log_dirs_tool="org.apache.kafka.tools.LogDirsCommand",
+        consumer_protocol=True,
     ),
 )}
 

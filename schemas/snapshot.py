@@ -150,6 +150,8 @@ _GROUP: tuple[_Field, ...] = (
     ("protocol_type", "str", False, True, None),
     ("protocol", "str", False, True, None),
     ("state", "str", False, True, None),
+    ("group_protocol", "str", False, True, 1),
+    ("racks_known", "bool", False, False, None),
 )
 _MEMBER: tuple[_Field, ...] = (
     ("member_id", "str", True, False, 1),
@@ -423,7 +425,7 @@ class _Reader:
             )
 
     def group(self, obj: Any, path: str) -> ConsumerGroup:
-        name, raw_members, protocol_type, protocol, state = _fields(obj, _GROUP, path)
+        name, raw_members, kind, protocol, state, rebalance, racks = _fields(obj, _GROUP, path)
         members: list[Member] = []
         seen: set[str] = set()
         for k, raw in enumerate(raw_members):
@@ -448,4 +450,5 @@ class _Reader:
                     _as_int(n, f"{at}.partitions[{k}]", 0) for k, n in enumerate(numbers))))
             members.append(Member(member_id, client_id, rack, tuple(topics), instance_id,
                                   tuple(assigned)))
-        return ConsumerGroup(name, tuple(members), protocol_type, protocol, state)
+        return ConsumerGroup(name, tuple(members), kind, protocol, state, rebalance,
+                             racks is not False)

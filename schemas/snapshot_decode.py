@@ -69,6 +69,8 @@ class _GroupDoc(msgspec.Struct, forbid_unknown_fields=True):
     protocol_type: str | None = None
     protocol: str | None = None
     state: str | None = None
+    group_protocol: Name | None = None
+    racks_known: bool = True
 
 
 class _SnapshotDoc(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -126,6 +128,8 @@ def decode_snapshot(text: str | bytes) -> Snapshot | None:
                 g.protocol_type,
                 g.protocol,
                 g.state,
+                g.group_protocol,
+                g.racks_known,
             )
             for g in doc.consumer_groups
         ),

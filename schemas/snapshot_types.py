@@ -132,12 +132,26 @@ class Member:
 class ConsumerGroup:
     group: str
     members: tuple[Member, ...]
-    # DescribeGroups' view: "consumer" for a classic consumer group; the assignor in use
-    # ("range", "cooperative-sticky", ...); the group state ("Stable", ...). None when
-    # the snapshot was written without them.
+    # "consumer" for a consumer group (DescribeGroups' protocol type); the assignor in
+    # use: the clients' ("range", "cooperative-sticky", ...) in a classic group, the
+    # broker's ("uniform", "range") in a KIP-848 one; the group state ("Stable", ...).
+    # None when the snapshot was written without them.
     protocol_type: str | None = None
     protocol: str | None = None
     state: str | None = None
+    # The group's rebalance protocol, as its consumers' `group.protocol` names it:
+    # "classic" (None: a snapshot written before the field) or "consumer" (KIP-848).
+    group_protocol: str | None = None
+    # False when the reader could not see the members' client.rack (KIP-848 groups read
+    # through librdkafka, whose ConsumerGroupDescribe answer drops RackId): a member's
+    # rack None then means unknown, not unset.
+    racks_known: bool = True
+
+    @property
+    def broker_assigned(self) -> bool:
+        """The broker makes the assignment (KIP-848): no client-side assignor, and so
+        no assignment from outside the group, applies to it (KAFKA-18327)."""
+        return self.group_protocol not in (None, "classic")
 
 
 @dataclass(slots=True)

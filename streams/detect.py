@@ -30,8 +30,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from streams.deltas import see_delta
+from streams.detect_groups import GroupRules
 from streams.detect_types import (
-    ASSIGN_CONSUMERS,
     BROKER_LEFT,
     DEAD_BROKER,
     FIX_OFFLINE,
@@ -49,8 +49,6 @@ from streams.detect_types import (
     DirOnline,
     Episode,
     Failure,
-    GroupFacts,
-    GroupSpell,
     Ms,
     Note,
     Pending,
@@ -90,7 +88,7 @@ class Detector:
         return run.decisions, run.notes
 
 
-class _Step:
+class _Step(GroupRules):
     """One `Detector.step`: the rules, with the batch's decisions collected on the way."""
 
     def __init__(self, settings: DetectSettings, cluster_id: str, state: ClusterState) -> None:
@@ -296,65 +294,6 @@ class _Step:
         self.decisions.append(Decision(
             REBALANCE_LEADERS, self.cluster_id, seen.time, SNAPSHOT, None, None, seen.ref,
             (), seen.facts.leaders))
-
-    # -- consumer groups ------------------------------------------------------------
-
-    def consumers(self, seen: SnapshotSeen) -> None:
-        """A group reading on its own racks `consumer_locality_margin` less than its
-        KIP-881 plan would, for the window: one assign_consumers per membership and
-        spell. Members without client.rack, which no assignment can place: one page
-        naming them and the line to set, once per member."""
-        state, groups = self.state, seen.facts.groups
-        window = self.settings.consumer_locality_window_ms
-        for name in [g for g in state.consumers if g not in groups]:
-            del state.consumers[name]
-        for name in [g for g in state.rackless if g not in groups]:
-            del state.rackless[name]
-        for name, facts in sorted(groups.items()):
-            if not facts.stable:
-                continue  # mid-rebalance: judged once the group settles
-            self.rackless(seen, name, facts)
-            if not self.lagging(facts):
-                state.consumers.pop(name, None)
-                continue
-            spell = state.consumers.get(name)
-            if spell is None or spell.membership != facts.membership:
-                spell = state.consumers[name] = GroupSpell(seen.time, facts.membership)
-            if spell.proposed or seen.time - spell.since < window:
-                continue
-            spell.proposed = True
-            assert facts.ratio is not None and facts.planned is not None
-            lasted = (seen.time - spell.since) / 1000
-            why = f"; {facts.diagnosis}" if facts.diagnosis else ""
-            self.decisions.append(Decision(
-                ASSIGN_CONSUMERS, self.cluster_id, seen.time, SNAPSHOT, None, None, seen.ref,
-                (), f"consumer group {name} reads {facts.ratio:.0%} on its members' racks, "
-                f"its KIP-881 {facts.strategy} plan {facts.planned:.0%}, for {lasted:.0f} s "
-                f"now{why}", group=name))
-
-    def lagging(self, facts: GroupFacts) -> bool:
-        if facts.ratio is None or facts.planned is None or facts.planned <= facts.ratio:
-            return False
-        return facts.planned - facts.ratio >= self.settings.consumer_locality_margin - 1e-9
-
-    def rackless(self, seen: SnapshotSeen, name: str, facts: GroupFacts) -> None:
-        state = self.state
-        if not facts.no_rack or not facts.racks:
-            state.rackless.pop(name, None)  # all set, or a cluster without racks
-            return
-        spell = state.rackless.setdefault(name, GroupSpell(seen.time, facts.membership))
-        new = [(m, c) for m, c in facts.no_rack if m not in spell.paged]
-        if not new or seen.time - spell.since < self.settings.consumer_locality_window_ms:
-            return
-        spell.paged = sorted({*spell.paged, *(m for m, _ in new)})
-        racks = ", ".join(facts.racks)
-        who = "; ".join(f"member {m}" + (f" (client.id {c})" if c else "") for m, c in new)
-        self.decisions.append(Decision(
-            PAGE, self.cluster_id, seen.time, SNAPSHOT, None, None, seen.ref, (),
-            f"consumer group {name}: {who} set(s) no client.rack, so no rack-aware "
-            f"assignment (KIP-881) or follower fetching (KIP-392) can place it; add the line "
-            f"client.rack=<rack> to its consumer config, with the rack of the machine it runs "
-            f"on (the cluster's racks: {racks}), and restart it", group=name))
 
     # -- end of batch ---------------------------------------------------------------
 

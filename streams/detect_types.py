@@ -80,7 +80,9 @@ class GroupFacts:
     KIP-881 plan (None when nothing is assigned or no plan could be made);
     ``membership``: a digest of its member ids (a new membership is a new question);
     ``no_rack``: (member id, client id) of members without client.rack; ``racks``: the
-    cluster's racks; ``diagnosis``: why it reads across racks, for the operator.
+    cluster's racks; ``diagnosis``: why it reads across racks, for the operator;
+    ``broker_assigned``: a KIP-848 group (nothing outside it steers its assignment);
+    ``racks_known``: False when its members' racks could not be read.
     """
 
     ratio: float | None
@@ -91,18 +93,22 @@ class GroupFacts:
     no_rack: tuple[tuple[str, str], ...] = ()
     racks: tuple[str, ...] = ()
     diagnosis: str = ""
+    broker_assigned: bool = False
+    racks_known: bool = True
 
     def to_doc(self) -> dict[str, object]:
         return {"ratio": self.ratio, "planned": self.planned, "strategy": self.strategy,
                 "stable": self.stable, "membership": self.membership,
                 "no_rack": [list(m) for m in self.no_rack], "racks": list(self.racks),
-                "diagnosis": self.diagnosis}
+                "diagnosis": self.diagnosis, "broker_assigned": self.broker_assigned,
+                "racks_known": self.racks_known}
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any]) -> GroupFacts:
         return cls(doc["ratio"], doc["planned"], doc["strategy"], doc["stable"],
                    doc["membership"], tuple((m, c) for m, c in doc["no_rack"]),
-                   tuple(doc["racks"]), doc["diagnosis"])
+                   tuple(doc["racks"]), doc["diagnosis"], doc.get("broker_assigned", False),
+                   doc.get("racks_known", True))
 
 
 @dataclass(frozen=True, slots=True)

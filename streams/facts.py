@@ -68,8 +68,11 @@ def group_facts(model: ClusterModel) -> dict[str, GroupFacts]:
         now = locality(model, group)
         unplanned = ""
         try:
-            planned, strategy = planned_locality(model, group)
-            planned_ratio = planned.ratio
+            if not group.racks_known:  # no plan can place members whose racks are unknown
+                planned_ratio, strategy = None, strategy_for(group)
+            else:
+                planned, strategy = planned_locality(model, group)
+                planned_ratio = planned.ratio
         except Exception as exc:  # noqa: BLE001 - a planner failure must not cost the
             # snapshot's other facts (offline dirs, skew): the group is just not judged.
             planned_ratio, strategy = None, strategy_for(group)
@@ -88,6 +91,8 @@ def group_facts(model: ClusterModel) -> dict[str, GroupFacts]:
             no_rack=diagnosis.members_without_rack,
             racks=diagnosis.racks,
             diagnosis=text,
+            broker_assigned=group.broker_assigned,
+            racks_known=group.racks_known,
         )
     return out
 

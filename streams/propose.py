@@ -252,13 +252,14 @@ class Proposer:
 
     def _consumers(self, decision: Decision, model: ClusterModel, created: str) -> list[Action]:
         """The group's KIP-881 target, planned from the decision's snapshot; nothing when
-        the group has left it or its locality no longer trails the plan."""
+        the group has left it, its locality no longer trails the plan, or the broker
+        assigns it (KIP-848: no target from outside the group applies)."""
         from core.locality import locality, strategy_for
         from core.plan.consumers import plan_consumers
 
         groups = {g.group: g for g in model.snapshot.consumer_groups}
         group = groups.get(decision.group or "")
-        if group is None:
+        if group is None or group.broker_assigned:
             return []
         plan = plan_consumers(model, group.group, strategy_for(group))
         now, planned = locality(model, group), locality(model, group, plan.assignment)

@@ -59,12 +59,32 @@ def _connection(settings: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if k.startswith(_CONNECTION)}
 
 
+_KIP848 = ("the helper works in classic groups only: in a KIP-848 group "
+           "(group.protocol=consumer) the broker assigns the partitions and client-side "
+           "assignors and assignments do not apply (KAFKA-18327), so no selfheal target can; "
+           "for rack locality there, set client.rack on the consumers and the brokers' "
+           "group.consumer.assignors (selfheal's page for the group names them)")
+
+
+def _check_group(admin: Any, group: str, timeout: float) -> None:
+    """Refuse a group the cluster runs as a KIP-848 group: a classic member may join one
+    on 4.x, but the broker's assignment then holds, not the helper's targets."""
+    try:
+        found = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
+        kind = getattr(getattr(found.result(timeout + 5), "type", None), "name", "")
+    except Exception:  # noqa: BLE001 - no such group yet, or no answer: it starts classic
+        return
+    if kind == "CONSUMER":
+        raise ConfigError(f"consumer group {group} runs as a KIP-848 group on the cluster: "
+                          f"{_KIP848}")
+
+
 def _check(settings: Mapping[str, Any]) -> None:
     if not settings.get("group.id"):
         raise ConfigError("set group.id: the helper works for a consumer group")
     if str(settings.get("group.protocol", "classic")).lower() != "classic":
-        raise ConfigError("group.protocol=consumer (KIP-848) assigns on the broker and has "
-                          "no eager barrier: remove the setting (classic groups only)")
+        raise ConfigError(f"group.protocol={settings['group.protocol']}: {_KIP848}; remove "
+                          "the setting to run the helper in a classic group")
     strategies = {s.strip() for s in str(
         settings.get("partition.assignment.strategy", "range,roundrobin")).split(",")}
     if not strategies <= EAGER:
@@ -106,10 +126,11 @@ class RackAwareConsumer:
         self._check_seconds, self._membership_seconds = check_seconds, membership_seconds
         self._commit_seconds, self._hold_back_seconds = commit_seconds, hold_back_seconds
         client_id = str(settings.get("client.id", "rdkafka"))
+        self._admin = AdminClient(_connection(settings))
+        _check_group(self._admin, self.group, timeout)
         self._targets = TargetReader(_connection(bus if bus is not None else settings),
                                      targets_topic, self.group, cluster_id, timeout)
         self._targets.catch_up(timeout)
-        self._admin = AdminClient(_connection(settings))
         self._consumer = Consumer({**settings, "enable.auto.commit": False,
                                    "client.id": client_id + MARK})
         self._topics = list(topics)

@@ -165,8 +165,9 @@ def _group_samples(model: ClusterModel, add: Any) -> None:
     for group in model.snapshot.consumer_groups:
         name = group.group
         add("selfheal_consumer_group_members", len(group.members), group=name)
-        add("selfheal_consumer_group_members_without_rack",
-            sum(1 for m in group.members if m.rack is None), group=name)
+        if group.racks_known:  # else a member's rack is unknown, not unset
+            add("selfheal_consumer_group_members_without_rack",
+                sum(1 for m in group.members if m.rack is None), group=name)
         now = locality(model, group)
         if now.ratio is not None:
             add("selfheal_consumer_group_rack_locality_ratio", now.ratio, group=name)

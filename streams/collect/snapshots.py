@@ -230,7 +230,7 @@ class SnapshotCollector:
         return True
 
     def add_groups(self, doc: dict[str, Any]) -> None:
-        """Every classic consumer group and the brokers' replica selectors, into ``doc``.
+        """Every consumer group and the brokers' replica selectors, into ``doc``.
         A failure here costs the groups of this one snapshot, never the snapshot: the
         disks and partitions it carries are what the healing loop depends on."""
         from core.groups import add_groups
@@ -246,9 +246,9 @@ class SnapshotCollector:
                 add_groups(admin, doc)
         except Exception as exc:
             self.run.telemetry.error("consumer_groups")
-            self.run.log(f"WARNING this snapshot has no consumer groups: DescribeGroups/"
-                         f"DescribeConfigs failed ({type(exc).__name__}: {exc}); the next "
-                         "snapshot tries again")
+            self.run.log("WARNING this snapshot has no consumer groups: ListGroups/"
+                         "DescribeGroups/ConsumerGroupDescribe/DescribeConfigs failed "
+                         f"({type(exc).__name__}: {exc}); the next snapshot tries again")
 
     def probe(self, sink: RecordSink) -> set[int] | None:
         """Dir errors and membership only; the brokers where they differ from the last

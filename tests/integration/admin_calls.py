@@ -10,13 +10,13 @@ import uuid
 from core import groups
 from core.live import open_admin, read_snapshot
 from remediation.executor.cluster import KafkaCluster
-from sandbox import traffic
+from sandbox import traffic, versions
 from sandbox.state import SandboxState
 from tests.polling import wait_until
 
 # DescribeCluster, Metadata, DescribeLogDirs, ListPartitionReassignments,
 # AlterPartitionReassignments, ElectLeaders, AlterReplicaLogDirs, DescribeConfigs,
-# IncrementalAlterConfigs, ListGroups, DescribeGroups
+# IncrementalAlterConfigs, ListGroups, DescribeGroups, ConsumerGroupDescribe (4.x)
 THROTTLED = "leader.replication.throttled.replicas"
 
 
@@ -92,7 +92,34 @@ def check_every_admin_call(state: SandboxState) -> None:
             (found,) = wait_until(described, "the consumer group described", timeout=60)
             assert [m["rack"] for m in found["members"]] == ["rack1"]
             assert found["members"][0]["assignment"] == [{"topic": topic, "partitions": [0]}]
+            assert found["group_protocol"] == "classic"
         finally:
             consumer.close()
+        if versions.line(state.kafka).consumer_protocol:
+            _check_consumer_group_describe(state, topic)
     finally:
         traffic.delete_topic(state, topic)
+
+
+def _check_consumer_group_describe(state: SandboxState, topic: str) -> None:
+    """ListGroups v5 + ConsumerGroupDescribe: a KIP-848 group, its type and the broker's
+    assignor (confluent-kafka: kafka-python has no ConsumerGroupDescribe)."""
+    from confluent_kafka import Consumer
+
+    group = f"admin-calls-848-{uuid.uuid4().hex[:6]}"
+    consumer = Consumer({**traffic.client_config(state), "group.id": group,
+                         "group.protocol": "consumer", "client.rack": "rack1",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    try:
+        def described() -> list:
+            consumer.poll(0.2)
+            with open_admin(state.bootstrap_servers) as admin:
+                return [g for g in groups.read_groups(admin) if g["group"] == group
+                        and g["members"][0]["assignment"]]
+        (found,) = wait_until(described, "the KIP-848 group described", timeout=60)
+        assert (found["group_protocol"], found["protocol"]) == ("consumer", "uniform")
+        assert found["members"][0]["assignment"] == [{"topic": topic, "partitions": [0]}]
+        assert found["racks_known"] is False  # librdkafka drops the member's RackId
+    finally:
+        consumer.close()

@@ -24,15 +24,19 @@ SNAPSHOTS = "selfheal.cluster-snapshots"
 
 
 class Consumer:
-    """One real confluent-kafka group member (client.rack when given), polling on a thread."""
+    """One real confluent-kafka group member (client.rack when given), polling on a thread;
+    ``strategy`` None: a KIP-848 member (`group.protocol=consumer`, the broker assigns)."""
 
     def __init__(self, servers: str, group: str, topic: str, client_id: str,
-                 rack: str | None, strategy: str = "range") -> None:
+                 rack: str | None, strategy: str | None = "range") -> None:
         from confluent_kafka import Consumer as Client
 
-        config = {"bootstrap.servers": servers, "group.id": group, "client.id": client_id,
-                  "partition.assignment.strategy": strategy, "session.timeout.ms": 10000,
-                  "enable.auto.commit": False}
+        config: dict[str, object] = {"bootstrap.servers": servers, "group.id": group,
+                                     "client.id": client_id, "enable.auto.commit": False}
+        if strategy is None:
+            config["group.protocol"] = "consumer"  # no client assignor or session timeout
+        else:
+            config |= {"partition.assignment.strategy": strategy, "session.timeout.ms": 10000}
         if rack is not None:
             config["client.rack"] = rack
         self.client_id = client_id

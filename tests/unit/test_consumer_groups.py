@@ -27,6 +27,8 @@ GROUP = {
     "protocol_type": "consumer",
     "protocol": "range",
     "state": "Stable",
+    "group_protocol": "classic",
+    "racks_known": True,
     "members": [
         {"member_id": "m1", "client_id": "c", "rack": "r1", "topics": ["t"],
          "assignment": [{"topic": "t", "partitions": [0, 1]}]},
@@ -55,6 +57,8 @@ def test_group_fields_load_the_same_through_the_fast_decoder_and_the_walker():
     assert fast is not None and fast == walked
     (group,) = fast.consumer_groups
     assert (group.protocol_type, group.protocol, group.state) == ("consumer", "range", "Stable")
+    assert (group.group_protocol, group.racks_known, group.broker_assigned) == (
+        "classic", True, False)
     assert group.members[0].assignment == (Assigned("t", (0, 1)),)
     assert group.members[0].assigned() == [("t", 0), ("t", 1)]
     assert group.members[1].assignment == () and group.members[1].group_instance_id == "i2"
@@ -65,6 +69,8 @@ def test_a_snapshot_written_before_the_group_fields_still_loads_with_defaults():
     snap = parse_snapshot(msgspec.json.encode(EXAMPLE))
     (group,) = snap.consumer_groups
     assert (group.protocol, group.state, group.members[0].assignment) == (None, None, ())
+    assert (group.group_protocol, group.racks_known, group.broker_assigned) == (
+        None, True, False)
     assert snap.brokers[0].replica_selector is None
 
 
@@ -76,6 +82,9 @@ def test_a_snapshot_written_before_the_group_fields_still_loads_with_defaults():
     ("consumer_groups[0].members[0].assignment", {"t": [0]},
      "consumer_groups[0].members[0].assignment"),
     ("consumer_groups[0].protocol", 3, "consumer_groups[0].protocol"),
+    ("consumer_groups[0].group_protocol", "", "consumer_groups[0].group_protocol"),
+    ("consumer_groups[0].racks_known", None, "consumer_groups[0].racks_known"),
+    ("consumer_groups[0].racks_known", "no", "consumer_groups[0].racks_known"),
     ("brokers[0].replica_selector", "", "brokers[0].replica_selector"),
 ])
 def test_a_bad_group_field_is_refused_naming_it(path, value, where):
@@ -166,7 +175,7 @@ def test_a_member_s_rack_topics_and_assignment_come_from_its_subscription_v3():
     record = group_record("g", _described("rack2"))
     assert record == {
         "group": "g", "protocol_type": "consumer", "protocol": "cooperative-sticky",
-        "state": "Stable",
+        "state": "Stable", "group_protocol": "classic",
         "members": [{
             "member_id": "rdkafka-1", "group_instance_id": None, "client_id": "rdkafka",
             "rack": "rack2", "topics": ["a", "b"],

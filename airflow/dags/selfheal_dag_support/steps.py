@@ -417,6 +417,7 @@ def plan_consumer_groups(snap: dict[str, Any], params: dict[str, Any], asset: An
     planned. Nothing is submitted: the apply path (assign_consumers through serve) comes
     with the consumer-groups issue."""
     from core.live import open_admin
+    from core.locality import broker_assigned_text
     from core.plan import consumers
     from core.plan.formats import TopicPartition
 
@@ -435,6 +436,9 @@ def plan_consumer_groups(snap: dict[str, Any], params: dict[str, Any], asset: An
     for name in wanted:
         if name not in groups:
             out["groups"][name] = {"skipped": "no members right now (or no such group)"}
+            continue
+        if groups[name].broker_assigned:  # KIP-848: nothing outside the group steers it
+            out["groups"][name] = {"skipped": broker_assigned_text(groups[name].protocol or "")}
             continue
         plan = consumers.plan_consumers(model, name, strategy)
         members = groups[name].members
