@@ -15,7 +15,8 @@ APT_STAMP := .make/apt.stamp
 # for the bench's Java harness, jvm/bench/),
 # Chromium for the approval-page browser test, Alertmanager for the webhook test,
 # Prometheus (and its promtool) for the alert rules and the dashboards' queries.
-APT_PACKAGES := openjdk-17-jdk-headless maven chromium prometheus-alertmanager prometheus
+# systemd for `systemd-analyze verify` over the units in deploy/systemd/
+APT_PACKAGES := openjdk-17-jdk-headless maven chromium prometheus-alertmanager prometheus systemd
 
 .PHONY: demo test chaos bench lint jars venv deps clean-sandbox help dashboards config-reference
 .DEFAULT_GOAL := help

@@ -27,18 +27,17 @@ import json
 import multiprocessing
 import statistics
 import tempfile
-import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.stream_harness import Actions, Job, MemoryWatch, percentile
 from core import clock
 from core.config import load
 from core.live import open_admin, read_snapshot
 from sandbox import cluster, traffic
-from sandbox.processes import children_by_parent
 from schemas.snapshot_delta import make_delta
 
 RATE = 35_000  # samples/s: 1,000 brokers x ~1,050 samples per 30 s scrape
@@ -103,61 +102,7 @@ def _produce_load(servers: str, topic: str, rate: int, seconds: float,
     report.put((sent, time.monotonic() - started))
 
 
-# --- the job -------------------------------------------------------------------------
-
-
-class Job:
-    """The streaming query as `selfheal stream` runs it, with its progress recorded."""
-
-    def __init__(self, config: Any) -> None:
-        from pyspark.sql.streaming import StreamingQueryListener
-
-        from core.bus import ensure_topics
-        from streams import job, query, sink, spark
-        from streams.metrics import StreamMetrics
-
-        ensure_topics(config)
-        self.config = config
-        self.spark = spark.session("selfheal-stream-bench",
-                                   extra_conf=job.spark_conf(config, None))
-        self.spark.sparkContext.setLogLevel("ERROR")
-        query.warm_up(self.spark, query.validate_tasks(self.spark, config))
-        self.progress: list[tuple[float, int, float]] = []  # (at, rows, seconds)
-        progress = self.progress
-
-        class Listener(StreamingQueryListener):  # type: ignore[misc]
-            def onQueryStarted(self, event: Any) -> None:
-                pass
-
-            def onQueryProgress(self, event: Any) -> None:
-                p = event.progress
-                progress.append((time.time(), p.numInputRows, (p.batchDuration or 0) / 1000))
-
-            def onQueryIdle(self, event: Any) -> None:
-                pass
-
-            def onQueryTerminated(self, event: Any) -> None:
-                pass
-
-        self.spark.streams.addListener(Listener())
-        self.sink = sink.BatchSink(config, StreamMetrics(), lambda line: None)
-        options = query.JobOptions.from_config(config)
-        self.query = query.build_query(self.spark, config, options, self.sink)
-        self.sink.gate.query = self.query
-        while not self.progress:  # the first batch resolves "latest"
-            time.sleep(0.2)
-
-    def stop(self) -> None:
-        from streams import spark
-
-        self.sink.gate.stop(self.query)  # at the end of a batch body, as the job stops
-        self.sink.close()
-        spark.stop(self.spark)
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+# --- throughput ----------------------------------------------------------------------
 
 
 def throughput(job: Job, config: Any, seconds: float) -> None:
@@ -196,45 +141,11 @@ def throughput(job: Job, config: Any, seconds: float) -> None:
           f"{sum(r for _, r, _ in steady) / max(1e-9, sum(durations)):,.0f} rows/s of batch time, "
           f"best batch {capacity:,.0f} rows/s")
     print(f"  batch duration under load: p50 {statistics.median(durations):.2f} s, "
-          f"p95 {_percentile(durations, 0.95):.2f} s, max {max(durations):.2f} s; "
+          f"p95 {percentile(durations, 0.95):.2f} s, max {max(durations):.2f} s; "
           f"caught up {caught_up:.1f} s after the producer stopped")
 
 
 # --- latency -------------------------------------------------------------------------
-
-
-class Actions:
-    """Arrival times of the first fix or page on the bus, by cluster id."""
-
-    TYPES = ("fix_offline_replicas", "page_operator")
-
-    def __init__(self, config: Any) -> None:
-        from core.bus import consumer
-
-        self.arrived: dict[str, float] = {}
-        self.created: dict[str, float] = {}
-        self._stop = threading.Event()
-        self._consumer = consumer(config, f"stream-bench-{uuid.uuid4().hex[:8]}")
-        self._consumer.subscribe([config.topic("actions")])
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        time.sleep(3)  # joined the group and positioned at the end
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            msg = self._consumer.poll(0.2)
-            if msg is not None and not msg.error():
-                action = json.loads(msg.value())
-                if action.get("type") not in self.TYPES:
-                    continue  # a fleet's leaders or disks may get actions of their own
-                self.arrived.setdefault(action["cluster_id"], time.time())
-                created = datetime.fromisoformat(action["created_at"].replace("Z", "+00:00"))
-                self.created.setdefault(action["cluster_id"], created.timestamp())
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self._consumer.close()
 
 
 CHUNK_BYTES = 4 << 20  # the collector's default ([collect] snapshot_chunk_bytes)
@@ -335,7 +246,7 @@ def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: s
           f"{statistics.median(batches):.2f} s, max {max(batches):.2f} s")
     for what, values in (("event -> action received", took), ("event -> action created", made)):
         print(f"  {label}, {len(values)} episodes: {what} p50 {statistics.median(values):.2f} s, "
-              f"p95 {_percentile(values, 0.95):.2f} s, p99 {_percentile(values, 0.99):.2f} s, "
+              f"p95 {percentile(values, 0.95):.2f} s, p99 {percentile(values, 0.99):.2f} s, "
               f"max {max(values):.2f} s" + (f"; {missing} missing" if missing else ""))
     return took
 
@@ -362,60 +273,6 @@ def loaded_latency(job: Job, config: Any, base: dict[str, Any], episodes: int,
 
 
 # --- a fleet ---------------------------------------------------------------------------
-
-
-def _status_kib(pid: int, field: str) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-class MemoryWatch:
-    """This process and everything under it (the driver JVM, Spark's Python workers),
-    sampled every second: the peak of their summed RSS, and each one's own peak."""
-
-    def __init__(self) -> None:
-        self.peak_total = 0
-        self.peaks: dict[int, tuple[str, int]] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> MemoryWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _run(self) -> None:
-        import os
-
-        while not self._stop.wait(1.0):
-            tree, todo, total = children_by_parent(), [os.getpid()], 0
-            while todo:
-                pid = todo.pop()
-                todo += tree.get(pid, [])
-                total += _status_kib(pid, "VmRSS")
-                try:
-                    name = Path(f"/proc/{pid}/comm").read_text().strip()
-                except OSError:
-                    continue
-                self.peaks[pid] = (name, _status_kib(pid, "VmHWM"))
-            self.peak_total = max(self.peak_total, total)
-
-    def report(self) -> str:
-        by_kind: dict[str, int] = {}
-        for name, hwm in self.peaks.values():
-            kind = "JVM" if name == "java" else "Python" if name.startswith("python") else name
-            by_kind[kind] = max(by_kind.get(kind, 0), hwm)
-        each = ", ".join(f"{k} {v / 1024:,.0f} MiB" for k, v in sorted(by_kind.items()))
-        return (f"peak RSS of the job's processes together {self.peak_total / 1024:,.0f} MiB; "
-                f"the largest of each kind: {each}")
 
 
 def fleet(job: Job, config: Any, episodes: int) -> None:

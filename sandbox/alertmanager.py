@@ -1,8 +1,10 @@
 """A real local Alertmanager (Debian's prometheus-alertmanager) that pages kafka-selfheal.
 
-It routes every alert to one webhook receiver (`selfheal serve`'s /alertmanager
-endpoint), groups by alertname, broker and log_dir, and sends at once (group_wait 0 s)
-so a test or the demo sees the page within a second. Started detached, stopped by PID.
+Its configuration is the shipped example (dashboards/alertmanager.example.yml: every
+alert to `selfheal serve`'s /alertmanager webhook, grouped by alertname, broker and
+log_dir) with the webhook's address and token of the running loop, sending at once
+(group_wait 0 s) so a test or the demo sees the page within a second. Started detached,
+stopped by PID.
 """
 
 from __future__ import annotations
@@ -12,27 +14,45 @@ import json
 import shutil
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from sandbox import processes
 
 BINARY = "prometheus-alertmanager"
 
-CONFIG = """\
-route:
-  receiver: selfheal
-  group_by: [alertname, broker, log_dir]
-  group_wait: 0s
-  group_interval: 1s
-  repeat_interval: 1h
-receivers:
-  - name: selfheal
-    webhook_configs:
-      - url: {url}
-        send_resolved: true
-"""
+EXAMPLE = Path(__file__).resolve().parents[1] / "dashboards" / "alertmanager.example.yml"
+# The sandbox's timings: a page at once, not after the example's production waits.
+TIMINGS = {"group_wait": "0s", "group_interval": "1s", "repeat_interval": "1h"}
+
+
+def render(webhook_url: str, token_file: Path) -> dict[str, Any]:
+    """The example's configuration pointed at ``webhook_url``. Credentials in the URL
+    (http://selfheal:<token>@host/...) go where the example keeps them: the basic-auth
+    password, read from ``token_file`` (written here, mode 0600)."""
+    doc = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    doc["route"].update(TIMINGS)
+    (receiver,) = doc["receivers"]
+    (webhook,) = receiver["webhook_configs"]
+    parts = urllib.parse.urlsplit(webhook_url)
+    netloc = parts.hostname or ""
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    webhook["url"] = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    if parts.password is None:
+        del webhook["http_config"]
+    else:
+        token_file.write_text(urllib.parse.unquote(parts.password), encoding="utf-8")
+        token_file.chmod(0o600)
+        auth = webhook["http_config"]["basic_auth"]
+        auth["username"] = urllib.parse.unquote(parts.username or "")
+        auth["password_file"] = str(token_file)
+    return doc
 
 
 class AlertmanagerError(RuntimeError):
@@ -90,7 +110,8 @@ def start(work_dir: Path, webhook_url: str, timeout: float = 30.0) -> Alertmanag
             f"{BINARY} is not installed; `make test` installs it (apt-get install {BINARY})")
     work_dir.mkdir(parents=True, exist_ok=True)
     config = work_dir / "alertmanager.yml"
-    config.write_text(CONFIG.format(url=json.dumps(webhook_url)))
+    doc = render(webhook_url, work_dir / "selfheal-api-token")
+    config.write_text(json.dumps(doc, indent=2) + "\n")  # JSON is YAML
     port = processes.free_port()
     pid = processes.spawn([
         binary, f"--config.file={config}", f"--storage.path={work_dir / 'data'}",
