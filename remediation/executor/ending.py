@@ -35,6 +35,7 @@ STALL_GRACE = timedelta(seconds=15)
 class Timeouts:
     execution_seconds: float = 3600.0  # moves not done by then are reverted: failed
     verify_seconds: float = 120.0  # target state not seen by then: failed
+    stall_seconds: float = 300.0  # no bytes moved this long: reported stalled (stall.py)
 
 
 class Ending:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from core import clock
-from remediation.executor import checks, progress, targets, throttle
+from remediation.executor import checks, progress, stall, targets, throttle
 from remediation.executor.ending import Ending, _errors
 from remediation.executor.lifecycle import State
 from remediation.executor.store import ActionRow
@@ -93,6 +93,7 @@ class Moves(Ending):
             return
         self._moving(row)
         if st.in_flight:
+            self._watch(row, action, view)
             rate = self.policy.limits.inter_broker_throttle_bytes_per_s
             self._progress(row, f"{len(st.done)} of {len(action.targets())} partitions done; "
                                 + checks.summarise(st.in_flight)
@@ -110,6 +111,10 @@ class Moves(Ending):
                             + (f"; not yet: {errors}" if errors else ""))
         self._to_verifying(row, f"all {len(action.targets())} partitions at their target "
                                 "replicas")
+
+    def _watch(self, row: ActionRow, action: Action, view: LiveView) -> None:
+        stall.watch(self.store, row, self._clock(), stall.copied(action, view),
+                    self.timeouts.stall_seconds)
 
     def _submit_reassignment(self, row: ActionRow, action: Action, view: LiveView) -> None:
         wanted = {(t.topic, t.partition): list(t.replicas) for t in action.targets()}
@@ -171,6 +176,7 @@ class Moves(Ending):
             return
         if st.in_flight:
             self._moving(row)
+            self._watch(row, action, view)
             self._progress(row, checks.summarise(st.in_flight))
             return
         if st.not_started:
