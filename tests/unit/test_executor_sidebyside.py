@@ -121,3 +121,24 @@ def test_the_keys_held_include_the_sources_the_journal_saved_outside_the_targets
     assert wanted(move(1, "/d2", [1, 2]), view) == {
         ("broker:1", "replica.alter.log.dirs.io.max.bytes.per.second")}
     assert blocker(a, view, []) is None
+
+
+def test_a_dead_broker_fix_starts_in_the_pass_that_ends_the_copy_stuck_on_that_broker(
+        tmp_path: Path) -> None:
+    # t-0's fix copies onto broker 4; broker 4 dies, and u-0 loses its replica there too.
+    stuck = action("fix_offline_replicas", {"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [1, 4]}]})
+    broken_t = partition("t", 0, [(1, "/d1", GIB), (3, "/d2", GIB)], leader=1, isr=[1])
+    on_4 = partition("u", 0, [(2, "/d1", GIB), (4, "/d1", GIB)], leader=2, isr=[2])
+    ex, kafka = executor(tmp_path, cluster(broken_t, on_4, offline=(3,)))
+    approve(ex.store, stuck)
+    ex.tick()
+    assert state(ex, stuck) is State.EXECUTING
+    dead_fix = fix_u(0, [2, 1])
+    approve(ex.store, dead_fix)
+    kafka.view = cluster(broken_t, on_4, offline=(3,), dead=4)
+    ex.tick()
+    assert state(ex, stuck) is State.FAILED
+    assert state(ex, dead_fix) is State.EXECUTING
+    assert ("reassign", {("u", 0): [2, 1]}) in kafka.calls
+    assert not any(a.startswith("waits to start") for a in audit(ex, dead_fix))
