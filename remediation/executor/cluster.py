@@ -107,6 +107,10 @@ class KafkaCluster:
                                   sizes)
         return self.last_view
 
+    def silent(self) -> frozenset[int]:
+        """Registered brokers that did not answer the latest read's DescribeLogDirs."""
+        return frozenset(self._unanswered_since)
+
     def _wait_for_unanswered(self) -> None:
         """A read in which a registered broker did not answer DescribeLogDirs is not
         decided on for up to `UNANSWERED_WAIT_SECONDS`: its dirs are the last known ones,

@@ -51,6 +51,7 @@ class Moves(Ending):
         if gone:
             self._target_died(row, action, view, gone)
             return
+        self._answers_again(row, view)
         started = clock.parse(row.journal.get("started_at", clock.text(self._clock())))
         elapsed = (self._clock() - started).total_seconds()
         if elapsed > self.timeouts.execution_seconds:

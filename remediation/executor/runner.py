@@ -185,6 +185,7 @@ class Executor(Moves):
             self.errors += 1
             if self.failing_since is None:
                 self.failing_since = time.monotonic()
+            self._note_silent(running)
             if str(exc) != self._last_error:  # say it once, not every tick
                 self._log(f"{exc}; retrying")
                 self._last_error = str(exc)
