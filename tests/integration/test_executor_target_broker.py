@@ -235,8 +235,12 @@ def test_a_target_that_dies_and_returns_at_once_does_no_harm_and_is_told(
             cluster.start_broker(state.reload(), copy.target)
             first = serve.wait_state(copy.aid, {"succeeded", "failed"}, timeout=300)
             if first["state"] == "succeeded":
-                # The executor did not read the cluster while it was down: the copy went on.
+                # Gone too briefly to be fenced: the reads waited for it, the copy went on,
+                # and the audit says so.
                 final, replicas = first, {t.partition: list(t.replicas) for t in copy.mine}
+                told = audit_text(first)
+                assert f"target broker {copy.target} stopped answering" in told, told
+                assert f"target broker {copy.target} answers again" in told, told
             else:
                 # It did: ended naming the broker, planned again at once, healed by that.
                 assert first["error"].startswith(f"a target died mid-way: broker "
@@ -246,10 +250,13 @@ def test_a_target_that_dies_and_returns_at_once_does_no_harm_and_is_told(
                 final = serve.wait_state(again, {"succeeded"}, timeout=300)
                 replicas = {p["partition"]: p["replicas"]
                             for p in final["record"]["plan"]["partitions"]}
+                # the rate on the broker that was down stays for the operator, and is named
+                assert "broker down, its throttle left as set" in audit_text(first)
             print(f"\n[midway] a target back at once: {first['state']}; "
                   + audit_text(first).replace("\n", " |"))
             assert final["state"] == "succeeded"
             copy.healed(state, replicas)
-            assert throttles_set(state, copy.topic) == {}
+            left = [copy.target] if first["state"] == "failed" else []
+            assert throttles_set(state, copy.topic, down=left) == {}
         finally:
             copy.close(state, killed)
