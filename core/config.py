@@ -269,6 +269,9 @@ class ServeConfig:
         3600.0, positive, doc="Moves not done by then are reverted and the action fails.")
     verify_timeout_seconds: float = _field(
         120.0, positive, doc="Target state not seen this long after the moves: failed.")
+    stall_seconds: float = _field(
+        300.0, positive, doc="An executing action that moves no bytes this long is reported "
+                             "stalled (audit, selfheal_actions_stalled, the dashboard).")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

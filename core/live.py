@@ -84,6 +84,8 @@ class BrokerDirs:
     dirs: dict[str, dict[str, Any]]
     replicas: dict[tuple[str, int], tuple[str, int]]  # (topic, partition) -> (dir, size)
     future: dict[tuple[str, int], str]  # replicas being moved: (topic, partition) -> dir
+    # the bytes each future replica holds so far
+    future_bytes: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict)
 
 
 @contextlib.contextmanager
@@ -116,6 +118,7 @@ def broker_dirs(reply: dict[str, Any]) -> BrokerDirs:
     dirs: dict[str, dict[str, Any]] = {}
     replicas: dict[tuple[str, int], tuple[str, int]] = {}
     future: dict[tuple[str, int], str] = {}
+    future_bytes: dict[tuple[str, int], int] = {}
     for d in reply["log_dirs"]:
         path = d["log_dir"]
         online = d["error_code"] == 0
@@ -131,9 +134,10 @@ def broker_dirs(reply: dict[str, Any]) -> BrokerDirs:
                 key = (t["name"], p["partition_index"])
                 if p.get("is_future_key"):
                     future[key] = path
+                    future_bytes[key] = max(0, int(p["partition_size"]))
                 else:
                     replicas[key] = (path, max(0, int(p["partition_size"])))
-    return BrokerDirs(dirs, replicas, future)
+    return BrokerDirs(dirs, replicas, future, future_bytes)
 
 
 def describe_dirs(admin: Any, broker: int, attempts: int = 3,

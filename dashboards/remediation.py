@@ -48,6 +48,11 @@ def panels() -> list[Panel]:
               fault=" > 0",
               description="The breaker holds every action above 25% of dirs or 1 broker "
               "(policy [breaker] defaults)"),
+        Panel("Stalled actions (no bytes moved for the stall time)",
+              (q(f"max(selfheal_actions_stalled{{{SERVE}}}) or vector(0)", "stalled"),),
+              width=12, description="Executing, targets alive, nothing copied for [serve] "
+              "stall_seconds: a source gone or a throttle at nothing; the audit says since "
+              "when"),
         Panel("Action records read by serve",
               (q(f"sum by (outcome) (rate(selfheal_intake_records_total{{{SERVE}}}"
                  "[$__rate_interval]))", "{{outcome}}"),), unit="ops"),

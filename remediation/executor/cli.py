@@ -100,7 +100,8 @@ def _execute(args: argparse.Namespace) -> int:
                                 signer=sign,
                                 skew_threshold=config.detect.disk_skew_threshold,
                                 timeouts=Timeouts(config.serve.execution_timeout_seconds,
-                                                  config.serve.verify_timeout_seconds),
+                                                  config.serve.verify_timeout_seconds,
+                                                  config.serve.stall_seconds),
                                 is_leader=leadership.is_leader, log=say)
             try:
                 received = executor.receive(raw, f"file {args.record}")

@@ -99,12 +99,19 @@ class KafkaCluster:
         # replica's last known dir (the memory's) looked like its target.
         answered = frozenset(model.alive - self.memory.unanswered)
         future: dict[tuple[str, int, int], str] = {}
+        sizes: dict[tuple[str, int, int], int] = {}
         for b in sorted(set(future_of) & answered):
             if b in self.memory.answers:
-                found = self.memory.answers[b][1].future
-                future.update({(t, p, b): path for (t, p), path in found.items()})
-        self.last_view = LiveView(model, reassigning, future, dir_bytes, leaders, answered)
+                found = self.memory.answers[b][1]
+                future.update({(t, p, b): path for (t, p), path in found.future.items()})
+                sizes.update({(t, p, b): n for (t, p), n in found.future_bytes.items()})
+        self.last_view = LiveView(model, reassigning, future, dir_bytes, leaders, answered,
+                                  sizes)
         return self.last_view
+
+    def silent(self) -> frozenset[int]:
+        """Registered brokers that did not answer the latest read's DescribeLogDirs."""
+        return frozenset(self._unanswered_since)
 
     def _wait_for_unanswered(self) -> None:
         """A read in which a registered broker did not answer DescribeLogDirs is not

@@ -35,6 +35,7 @@ STALL_GRACE = timedelta(seconds=15)
 class Timeouts:
     execution_seconds: float = 3600.0  # moves not done by then are reverted: failed
     verify_seconds: float = 120.0  # target state not seen by then: failed
+    stall_seconds: float = 300.0  # no bytes moved this long: reported stalled (stall.py)
 
 
 class Ending:
@@ -74,6 +75,7 @@ class Ending:
         if gone:
             self._target_died(row, action, view, gone)
             return
+        self._answers_again(row, view)
         problems = progress.verify(action, view)
         if not problems:
             done = f"{len(action.targets())} partitions in their target state"
@@ -134,6 +136,38 @@ class Ending:
                         view.all_dir_bytes, view.all_leaders, view.answered)
         self._revert(row, action, rest, State.FAILED, ACTOR,
                      f"a target died mid-way: {died}" + ("; " + "; ".join(done) if done else ""))
+
+    # --- a target that stops answering --------------------------------------------------
+
+    def _note_silent(self, rows: list[ActionRow]) -> None:
+        """A target broker that stops answering (killed, restarting) holds every read back
+        (`KafkaCluster.read`): each action copying onto it says so once in its audit,
+        so a target that dies and returns within seconds is on record."""
+        silent: frozenset[int] = getattr(self.cluster, "silent", frozenset)()
+        for row in rows if silent else ():
+            was = dict(row.journal.get("silent") or {})
+            new = sorted(b for b in targets.adding_to(row.journal) & silent
+                         if str(b) not in was)
+            if not new:
+                continue
+            now = clock.text(self._clock())
+            self.store.update_journal(row.id, silent={**was, **{str(b): now for b in new}})
+            for b in new:
+                self.store.note(row.id, ACTOR, f"target broker {b} stopped answering (down or "
+                                "restarting?): nothing is decided for this action until it "
+                                "answers again or is gone")
+
+    def _answers_again(self, row: ActionRow, view: LiveView) -> None:
+        was = dict(row.journal.get("silent") or {})
+        back = sorted(b for b in was if view.heard(int(b)))
+        if not back:
+            return
+        self.store.update_journal(row.id, silent={b: t for b, t in was.items()
+                                                  if b not in back} or None)
+        for b in back:
+            gap = (self._clock() - clock.parse(was[b])).total_seconds()
+            self.store.note(row.id, ACTOR, f"target broker {b} answers again ({gap:.0f} s after "
+                            "it stopped): its copies go on")
 
     # --- reverting, throttles, bookkeeping ---------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from core import clock
-from remediation.executor import checks, cordoning, progress, targets, throttle
+from remediation.executor import checks, cordoning, progress, stall, targets, throttle
 from remediation.executor.checks import CORDON_TYPES
 from remediation.executor.ending import Ending, _errors
 from remediation.executor.lifecycle import State
@@ -52,6 +52,7 @@ class Moves(Ending):
         if gone:
             self._target_died(row, action, view, gone)
             return
+        self._answers_again(row, view)
         started = clock.parse(row.journal.get("started_at", clock.text(self._clock())))
         elapsed = (self._clock() - started).total_seconds()
         if elapsed > self.timeouts.execution_seconds:
@@ -126,6 +127,7 @@ class Moves(Ending):
             return
         self._moving(row)
         if st.in_flight:
+            self._watch(row, action, view)
             rate = self.policy.limits.inter_broker_throttle_bytes_per_s
             self._progress(row, f"{len(st.done)} of {len(action.targets())} partitions done; "
                                 + checks.summarise(st.in_flight)
@@ -143,6 +145,10 @@ class Moves(Ending):
                             + (f"; not yet: {errors}" if errors else ""))
         self._to_verifying(row, f"all {len(action.targets())} partitions at their target "
                                 "replicas")
+
+    def _watch(self, row: ActionRow, action: Action, view: LiveView) -> None:
+        stall.watch(self.store, row, self._clock(), stall.copied(action, view),
+                    self.timeouts.stall_seconds)
 
     def _submit_reassignment(self, row: ActionRow, action: Action, view: LiveView) -> None:
         wanted = {(t.topic, t.partition): list(t.replicas) for t in action.targets()}
@@ -204,6 +210,7 @@ class Moves(Ending):
             return
         if st.in_flight:
             self._moving(row)
+            self._watch(row, action, view)
             self._progress(row, checks.summarise(st.in_flight))
             return
         if st.not_started:

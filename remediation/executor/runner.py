@@ -7,8 +7,8 @@ must put back) is in the action's journal in the store, written *before* the cal
 Kafka, so a restarted or standby executor resumes an action mid-flight without starting
 a second reassignment.
 
-One action executes at a time: throttles are per broker and per topic, and two actions
-restoring "what was there before" in the wrong order would leave one's throttle behind.
+Actions on different partitions that set different throttle configs run side by side
+(`sidebyside.py`): one that is slow or stuck does not hold back the next fix.
 
 This module is intake and the loop; stepping an executing action is `moving.py`, its
 end (verification, revert, a target that died) `ending.py`.
@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from core import clock
 from core.plan.disks import DEFAULT_THRESHOLD
 from core.signing import ActionSigner, SignatureError
-from remediation.executor import checks, replan
+from remediation.executor import checks, replan, sidebyside
 from remediation.executor.actions import ActionError, parse_action_json, stored_action
 from remediation.executor.cluster import ClusterError, KafkaCluster
 from remediation.executor.ending import Timeouts
@@ -178,19 +178,39 @@ class Executor(Moves):
             for row in running:
                 self.step(row)
             self._replan_failed()
-            if not running:
-                approved = [r for r in self.store.in_flight() if r.state is State.APPROVED]
-                if approved:
-                    self.step(approved[0])
+            self._start_approved()
             self._last_error = None
             self.failing_since = None
         except ClusterError as exc:
             self.errors += 1
             if self.failing_since is None:
                 self.failing_since = time.monotonic()
+            self._note_silent(running)
             if str(exc) != self._last_error:  # say it once, not every tick
                 self._log(f"{exc}; retrying")
                 self._last_error = str(exc)
+
+    def _start_approved(self) -> None:
+        """Start each approved action nothing in flight stands in the way of
+        (`sidebyside.blocker`); one that waits says for what, once."""
+        rows = self.store.in_flight()
+        approved = [r for r in rows if r.state is State.APPROVED]
+        if not approved:
+            return
+        running = [(r.id, stored_action(r.record), r.journal) for r in rows
+                   if r.state in (State.EXECUTING, State.VERIFYING)]
+        for row in approved:
+            action = stored_action(row.record)
+            why = sidebyside.blocker(action, self._read(action), running) if running else None
+            if why is not None:
+                if row.journal.get("waiting") != why:
+                    self.store.update_journal(row.id, waiting=why)
+                    self.store.note(row.id, ACTOR, f"waits to start: {why}")
+                continue
+            self.step(row)
+            row = self._fresh(row)
+            if row.state in (State.EXECUTING, State.VERIFYING):
+                running.append((row.id, action, row.journal))
 
     def _replan_failed(self) -> None:
         """Plan again the partitions of fixes whose target died (`replan.py`), through

@@ -51,6 +51,11 @@ def adding(action: Action, view: LiveView) -> list[list[Any]]:
     return out
 
 
+def adding_to(journal: Mapping[str, Any]) -> set[int]:
+    """The brokers the action adds replicas to, as the journal kept them."""
+    return {int(b) for _t, _p, b in journal.get("adding", ())}
+
+
 def dead(action: Action, view: LiveView, journal: Mapping[str, Any]) -> list[DeadTarget]:
     """The targets of an executing action that died, with the partitions each one had."""
     model = view.model

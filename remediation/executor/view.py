@@ -44,6 +44,8 @@ class LiveView:
     # Brokers whose DescribeLogDirs answered in this read; None: every alive one (a view
     # built by hand). Another broker's dirs and replicas are only the last known ones.
     answered: frozenset[int] | None = None
+    # (topic, partition, broker) -> bytes a future replica holds so far (`stall.copied`)
+    future_bytes: Mapping[tuple[str, int, int], int] = field(default_factory=dict)
 
     @property
     def dir_bytes(self) -> Mapping[tuple[int, str], int]:

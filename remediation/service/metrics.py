@@ -54,6 +54,8 @@ HELP = {
                                       "its partitions not yet at their target."),
     "selfheal_throttles_in_force": ("gauge", "Replication throttles set by actions and not "
                                     "yet restored, by kind (inter- or intra-broker)."),
+    "selfheal_actions_stalled": ("gauge", "Executing actions that moved no bytes for the "
+                                 "stall time ([serve] stall_seconds)."),
     "selfheal_circuit_breaker_open": ("gauge", "1 while the circuit breaker holds an open "
                                       "action for an operator."),
     "selfheal_executor_leader": ("gauge", "1 while this serve is the active executor."),
@@ -75,7 +77,8 @@ Sample = tuple[str, tuple[tuple[str, str], ...], float]
 
 def remediation_gauges(store: ActionStore, now: datetime | None = None) -> list[Sample]:
     """What only serve knows, read from the store: how long the oldest approval has
-    waited, the bytes its executing actions still have to move, the throttles they hold,
+    waited, the bytes its executing actions still have to move, how many of them are
+    stalled, the throttles they hold,
     and whether the circuit breaker holds anything back."""
     now = now or clock.now()
     rows = store.list()
@@ -89,6 +92,7 @@ def remediation_gauges(store: ActionStore, now: datetime | None = None) -> list[
         total = summary.get("partitions", 0)
         if total > 0:  # not reported yet: all of it is left
             left += summary.get("bytes", 0) * r.journal.get("partitions_left", total) / total
+    stalled = sum(1 for r in rows if r.state is State.EXECUTING and r.journal.get("stalled"))
     throttles = {"inter": 0, "intra": 0}
     for r in rows:
         for kind, entry in r.journal.get("throttles", {}).items():
@@ -99,6 +103,7 @@ def remediation_gauges(store: ActionStore, now: datetime | None = None) -> list[
                   for reason in r.journal.get("decision", {}).get("reasons", ()))
     return [("selfheal_oldest_pending_approval_age_seconds", (), max(oldest, 0.0)),
             ("selfheal_move_remaining_bytes", (), left),
+            ("selfheal_actions_stalled", (), float(stalled)),
             *(("selfheal_throttles_in_force", (("kind", k),), float(n))
               for k, n in sorted(throttles.items())),
             ("selfheal_circuit_breaker_open", (), 1.0 if breaker else 0.0)]

@@ -197,7 +197,8 @@ class Serve:
                 self.store, cluster, self.policy, signer=self.signer,
                 skew_threshold=config.detect.disk_skew_threshold,
                 timeouts=Timeouts(config.serve.execution_timeout_seconds,
-                                  config.serve.verify_timeout_seconds),
+                                  config.serve.verify_timeout_seconds,
+                                  config.serve.stall_seconds),
                 notify=self._notify, publish=lambda a: self._publish(producer, a),
                 is_leader=is_leader, log=self.log)
             self.runtime.executor = executor

@@ -10,6 +10,7 @@ consumer has read every acknowledged message exactly once.
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -55,13 +56,15 @@ def prefill(state: SandboxState, topic: str, partitions: int, per_partition: int
     assert producer.flush(60) == 0
 
 
-def throttles_set(state: SandboxState, topic: str) -> dict[str, dict[str, str]]:
-    """The throttle configs now set on every broker and on the topic."""
+def throttles_set(state: SandboxState, topic: str, down: Collection[int] = ()
+                  ) -> dict[str, dict[str, str]]:
+    """The throttle configs now set on every broker (but those `down`) and on the topic."""
     from kafka.admin import ConfigResource, ConfigResourceType
 
     with kafka_admin(state) as admin:
         reply = admin.describe_configs(
-            [ConfigResource(ConfigResourceType.BROKER, str(b.node_id)) for b in state.brokers]
+            [ConfigResource(ConfigResourceType.BROKER, str(b.node_id)) for b in state.brokers
+             if b.node_id not in down]
             + [ConfigResource(ConfigResourceType.TOPIC, topic)])
     out: dict[str, dict[str, str]] = {}
     for kind, by_name in reply.items():

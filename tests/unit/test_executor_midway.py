@@ -188,3 +188,30 @@ def test_a_partition_no_live_broker_can_take_is_left_to_the_operator_and_said(
     assert state is State.FAILED
     assert audit[-1].startswith("not planned again: no live broker can take them, for the "
                                 "operator: t-0: only 0 of the 1 replacement replicas fit")
+
+
+def test_a_target_that_stops_answering_and_returns_is_on_record(tmp_path: Path) -> None:
+    from remediation.executor.cluster import ClusterError
+
+    action = fix([1, 4])
+    executor, kafka = started(tmp_path, action, cluster(BROKEN, offline=(3,)))
+    flying = {("t", 0): Reassigning((1, 4, 3), (4,), (3,))}
+    copying = partition("t", 0, [(1, "/d1", GIB), (4, "/d1", 0), (3, "/d2", GIB)], isr=[1])
+    good = LiveView(cluster(copying, offline=(3,)).model, reassigning=flying)
+
+    def silent_read(future_of: Any = (), topics: Any = None) -> LiveView:
+        raise ClusterError("broker 4 did not answer DescribeLogDirs (just restarted?)")
+
+    kafka.read = silent_read  # type: ignore[method-assign]
+    kafka.silent = lambda: frozenset({4, 2})  # type: ignore[attr-defined]  # 2: no target
+    executor.tick()
+    executor.tick()  # said once
+    kafka.read = lambda future_of=(), topics=None: good  # type: ignore[method-assign]
+    executor.tick()
+    row = executor.store.get(action.action_id)
+    assert row is not None and row.state is State.EXECUTING
+    said = [a.reason for a in executor.store.audit(row.id) if "target broker" in a.reason]
+    assert said == ["target broker 4 stopped answering (down or restarting?): nothing is "
+                    "decided for this action until it answers again or is gone",
+                    "target broker 4 answers again (0 s after it stopped): its copies go on"]
+    assert row.journal["silent"] is None

@@ -43,6 +43,7 @@ def _executor(failures: list[bool]) -> tuple[Executor, list[str]]:
     ex.errors = 0
     ex.failing_since = None
     ex._replans = set()  # no failed fix to plan again
+    ex.cluster = SimpleNamespace()  # type: ignore[assignment]  # no broker named silent
 
     def step(row: Any) -> None:
         if failures.pop(0):

@@ -47,6 +47,7 @@ def test_an_idle_store_reports_nothing_waiting_moving_or_held(tmp_path: Path) ->
     assert got[("selfheal_throttles_in_force", (("kind", "inter"),))] == 0
     assert got[("selfheal_throttles_in_force", (("kind", "intra"),))] == 0
     assert got[("selfheal_circuit_breaker_open", ())] == 0
+    assert got[("selfheal_actions_stalled", ())] == 0
 
 
 def test_waiting_executing_throttled_and_held_actions_show_on_metrics(tmp_path: Path) -> None:
@@ -64,7 +65,7 @@ def test_waiting_executing_throttled_and_held_actions_show_on_metrics(tmp_path: 
         for state in (State.APPROVED, State.EXECUTING):
             store.transition(moving, state, "policy", "runs by itself")
         store.update_journal(moving, partitions_left=1, throttles={
-            "inter": {"saved": {}, "restored": False}})
+            "inter": {"saved": {}, "restored": False}}, stalled={"since": "x", "bytes": 1})
         # Executing, not reported yet: all of its 1 MB is left.
         fresh = store.propose(parse_action(fix_offline("fresh"))).row.id
         for state in (State.APPROVED, State.EXECUTING):
@@ -73,7 +74,8 @@ def test_waiting_executing_throttled_and_held_actions_show_on_metrics(tmp_path: 
         done = store.propose(parse_action(fix_offline("done"))).row.id
         for state in (State.APPROVED, State.EXECUTING, State.VERIFYING, State.SUCCEEDED):
             store.transition(done, state, "executor", "step")
-        store.update_journal(done, throttles={"intra": {"saved": {}, "restored": True}})
+        store.update_journal(done, throttles={"intra": {"saved": {}, "restored": True}},
+                             stalled={"since": "x", "bytes": 1})  # ended: not counted
 
         got = _scrape(store)
         waited = clock.parse(store.get(held).updated_at)  # type: ignore[union-attr]
@@ -85,5 +87,6 @@ def test_waiting_executing_throttled_and_held_actions_show_on_metrics(tmp_path: 
     assert got[("selfheal_throttles_in_force", (("kind", "inter"),))] == 1
     assert got[("selfheal_throttles_in_force", (("kind", "intra"),))] == 0
     assert got[("selfheal_circuit_breaker_open", ())] == 1
+    assert got[("selfheal_actions_stalled", ())] == 1
     assert got[("selfheal_oldest_pending_approval_age_seconds", ())] >= 0
     assert later[("selfheal_oldest_pending_approval_age_seconds", ())] == 90
