@@ -44,14 +44,26 @@ def target(r: Reassigning) -> list[int]:
 
 
 def theirs(action: Action, view: LiveView) -> list[Theirs]:
-    """Each of the action's partitions someone else is reassigning, and what it means."""
+    """Each of the action's partitions someone else is reassigning (its replica lists
+    and its elections), and what it means."""
     out = []
-    for t in action.targets():
-        r = view.reassigning.get((t.topic, t.partition))
-        p = view.partition(t.topic, t.partition)
+    wanted = [(t.topic, t.partition) for t in action.targets()]
+    wanted += [tp for tp in action.elections() if tp not in set(wanted)]
+    for topic, partition in wanted:
+        r = view.reassigning.get((topic, partition))
+        p = view.partition(topic, partition)
         if r is not None and p is not None:
-            out.append(classify(t.name, p, r, view))
+            out.append(classify(f"{topic}-{partition}", p, r, view))
     return out
+
+
+def electable(action: Action, view: LiveView) -> tuple[list[tuple[str, int]], list[str]]:
+    """The action's elections that may run now, and those left out: a partition someone
+    is reassigning is never elected (its replica lists are done, so the reassignment in
+    flight is not ours)."""
+    busy = [tp for tp in action.elections() if tp in view.reassigning]
+    return ([tp for tp in action.elections() if tp not in busy],
+            [f"{t}-{p}" for t, p in busy])
 
 
 def classify(name: str, p: Partition, r: Reassigning, view: LiveView) -> Theirs:

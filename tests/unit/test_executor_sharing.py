@@ -10,10 +10,10 @@ from remediation.executor.checks import applies
 from remediation.executor.lifecycle import State
 from remediation.executor.policy import Policy
 from remediation.executor.runner import Executor
-from remediation.executor.sharing import BUSY, NEVER, REPAIRING, theirs
+from remediation.executor.sharing import BUSY, NEVER, REPAIRING, electable, theirs
 from remediation.executor.store import ActionStore
 from remediation.executor.view import LiveView, Reassigning
-from tests.unit.test_executor_checks import BROKEN, cluster, fix, leaders, partition
+from tests.unit.test_executor_checks import BROKEN, action, cluster, fix, leaders, partition
 from tests.unit.test_executor_midway import Cluster
 
 
@@ -73,3 +73,18 @@ def test_a_blocked_fix_waits_for_the_operator_and_runs_only_once_theirs_is_gone(
     assert "re-read before acting" in (row.error or "") + " ".join(
         a.reason for a in executor.store.audit(row.id))
     assert not [c for c in kafka.calls if c[0] == "reassign"]
+
+
+def test_no_election_on_a_partition_an_operator_is_reassigning() -> None:
+    # The plan reorders t-0 and elects t-0 and u-0; the operator reassigns u-0.
+    plan = action("rebalance_leaders", {
+        "reassignment": {"version": 1, "partitions": [
+            {"topic": "t", "partition": 0, "replicas": [2, 1, 3]}]},
+        "election": {"partitions": [{"topic": "t", "partition": 0},
+                                    {"topic": "u", "partition": 0}]}})
+    view = LiveView(cluster(partition("t", 0, [1, 2, 3]), partition("u", 0, [1, 3, 4])).model,
+                    reassigning={("u", 0): Reassigning((1, 3, 4, 2), (2,), (1,))})
+    verdict = applies(plan, view)
+    assert not verdict.applies and "reassignment of u-0 in flight" in verdict.reason
+    # Started after ours was decided: checked again right before the election.
+    assert electable(plan, view) == ([("t", 0)], ["u-0"])
