@@ -79,7 +79,11 @@ def classify(name: str, p: Partition, r: Reassigning, view: LiveView) -> Theirs:
     for replica in p.replicas:
         if replica.broker in ends_at and replica.broker in model.alive \
                 and model.is_offline(replica):
-            where = f" on failed dir {replica.log_dir}" if replica.log_dir else " offline"
+            # A failed dir lists nothing (DescribeLogDirs): its replicas have no dir, but a
+            # broker with one offline dir names it.
+            gone = sorted(p for b, p in model.offline_dirs if b == replica.broker)
+            path = replica.log_dir or (gone[0] if len(gone) == 1 else None)
+            where = f" on failed dir {path}" if path else " offline"
             stuck.append(f"it keeps broker {replica.broker}'s replica{where}")
     if stuck:
         return Theirs(name, NEVER, f"the operator's {shown} can never finish: "
