@@ -9,9 +9,10 @@ partition this says which of three it is:
 - `REPAIRING`: the failure the action answers is being repaired by it (its target drops
   every offline replica and every broker it keeps or adds can hold the partition);
   nothing is proposed for that partition.
-- `NEVER`: it can never finish (its target keeps a replica on a dead broker or a failed
-  dir, or adds one to a broker with no online dir); the operator is paged with exactly
-  that, and the fix waits for their decision (cancel theirs, then approve ours).
+- `NEVER`: it can never finish (its target keeps a replica on a dead broker, or one on a
+  failed dir that is out of the ISR, or adds one to a broker with no online dir); the
+  operator is paged with exactly that, and the fix waits for their decision (cancel
+  theirs, then approve ours).
 - `BUSY`: anything else (say a decommission under way); the action does not race it.
 """
 
@@ -77,8 +78,10 @@ def classify(name: str, p: Partition, r: Reassigning, view: LiveView) -> Theirs:
         elif b in r.adding and not model.can_host(b):
             stuck.append(f"broker {b}, which it adds, has no online log dir")
     for replica in p.replicas:
+        # Kafka ends a reassignment once its whole target is in the ISR: an offline
+        # replica the ISR still lists (not yet shrunk) may let it finish.
         if replica.broker in ends_at and replica.broker in model.alive \
-                and model.is_offline(replica):
+                and model.is_offline(replica) and replica.broker not in p.isr:
             # A failed dir lists nothing (DescribeLogDirs): its replicas have no dir, but a
             # broker with one offline dir names it.
             gone = sorted(p for b, p in model.offline_dirs if b == replica.broker)

@@ -103,8 +103,15 @@ def test_an_operators_reassignments_and_throttles_stay_theirs(kraft_sandbox: San
 
             # p_d: theirs keeps b's replica on the failed dir: it can never finish.
             assert throttles_set(state, topic) == theirs
-            reassign_tool(state, tmp_path, "d", {(topic, p_d): [a, b, c]}, "--execute",
-                          "--additional")
+            wait_until(lambda: b not in [x for x in traffic.partitions(state, topic)
+                                         if x["partition_index"] == p_d][0]["isr_nodes"],
+                       f"broker {b} out of the ISR of {topic}-{p_d}", 60)
+            said = reassign_tool(state, tmp_path, "d", {(topic, p_d): [a, b, c]}, "--execute",
+                                 "--additional")
+            now = [x for x in traffic.partitions(state, topic) if x["partition_index"] == p_d]
+            wait_until(lambda: in_flight(state).get((topic, p_d)) == [a, b, c],
+                       f"theirs for {topic}-{p_d} in flight (tool: {said}; partition: {now})",
+                       10)
             theirs = throttles_set(state, topic)
             aid = fix_for(p_d)
             shown = serve.wait_state(aid, {"awaiting_approval"})

@@ -13,6 +13,7 @@ from remediation.executor.runner import Executor
 from remediation.executor.sharing import BUSY, NEVER, REPAIRING, electable, theirs
 from remediation.executor.store import ActionStore
 from remediation.executor.view import LiveView, Reassigning
+from tests.unit.plan_snapshots import GIB
 from tests.unit.test_executor_checks import BROKEN, action, cluster, fix, leaders, partition
 from tests.unit.test_executor_midway import Cluster
 
@@ -43,6 +44,11 @@ def test_one_that_keeps_a_failed_or_dead_replica_can_never_finish_and_pages() ->
     dead = under(cluster(BROKEN, offline=(3,), dead=4), Reassigning((1, 3, 4), (4,), (3,)))
     [one] = theirs(fix([1, 2]), dead)
     assert one.kind == NEVER and "broker 4 is down" in one.reason
+    # While the ISR still lists the failed replica, Kafka may yet complete theirs: not raced,
+    # not paged.
+    stale_isr = partition("t", 0, [(1, "/d1", GIB), (3, "/d2", GIB)], leader=1, isr=[1, 3])
+    busy = under(cluster(stale_isr, offline=(3,)), Reassigning((1, 3, 2), (2,), ()))
+    assert [o.kind for o in theirs(fix([1, 4]), busy)] == [BUSY]
 
 
 def test_any_other_reassignment_is_left_alone() -> None:
