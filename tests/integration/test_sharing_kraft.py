@@ -100,29 +100,7 @@ def test_an_operators_reassignments_and_throttles_stay_theirs(kraft_sandbox: San
             audits["started between plan and approval"] = audit_text(shown)
             assert "re-read before acting" in shown["audit"][-1]["reason"]
             assert in_flight(state).get((topic, p_b), [a, c]) == [a, c]
-
-            # p_d: theirs keeps b's replica on the failed dir: it can never finish.
-            assert throttles_set(state, topic) == theirs
-            wait_until(lambda: b not in [x for x in traffic.partitions(state, topic)
-                                         if x["partition_index"] == p_d][0]["isr_nodes"],
-                       f"broker {b} out of the ISR of {topic}-{p_d}", 60)
-            said = reassign_tool(state, tmp_path, "d", {(topic, p_d): [a, b, c]}, "--execute",
-                                 "--additional")
-            now = [x for x in traffic.partitions(state, topic) if x["partition_index"] == p_d]
-            wait_until(lambda: in_flight(state).get((topic, p_d)) == [a, b, c],
-                       f"theirs for {topic}-{p_d} in flight (tool: {said}; partition: {now})",
-                       10)
-            theirs = throttles_set(state, topic)
-            aid = fix_for(p_d)
-            shown = serve.wait_state(aid, {"awaiting_approval"})
-            audits["can never finish"] = audit_text(shown)
-            assert (f"reassignment of {topic}-{p_d} in flight (to [{a}, {b}, {c}], adding "
-                    f"[{c}]) can never finish: it keeps broker {b}'s replica on failed dir "
-                    f"{failed}") in shown["audit"][-1]["reason"]
-            serve.wait_line(rf"PAGE: action {aid[:12]} \(fix_offline_replicas\) awaits")
-            assert throttles_set(state, topic) == theirs
-            reassign_tool(state, tmp_path, "d", {(topic, p_d): [a, b, c]}, "--cancel",
-                          "--preserve-throttles")
+            assert throttles_set(state, topic) == theirs  # never raised, never removed
 
             # Their own --verify sees theirs in progress or done at their target.
             for name, p in (("a", p_a), ("b", p_b)):
@@ -159,6 +137,29 @@ def test_an_operators_reassignments_and_throttles_stay_theirs(kraft_sandbox: San
             after = throttles_set(state, topic)
             assert after[f"broker:{a}"] == {LEADER_RATE: str(LOWER)}
             assert after[f"broker:{c}"] == {FOLLOWER_RATE: RAISED}
+
+            # p_d: theirs keeps b's replica on the failed dir: it can never finish.
+            wait_until(lambda: b not in [x for x in traffic.partitions(state, topic)
+                                         if x["partition_index"] == p_d][0]["isr_nodes"],
+                       f"broker {b} out of the ISR of {topic}-{p_d}", 60)
+            said = reassign_tool(state, tmp_path, "d", {(topic, p_d): [a, b, c]}, "--execute",
+                                 "--additional")
+            now = [x for x in traffic.partitions(state, topic) if x["partition_index"] == p_d]
+            wait_until(lambda: in_flight(state).get((topic, p_d)) == [a, b, c],
+                       f"theirs for {topic}-{p_d} in flight (tool: {said}; partition: {now})",
+                       10)
+            theirs = throttles_set(state, topic)
+            aid = fix_for(p_d)
+            shown = serve.wait_state(aid, {"awaiting_approval"})
+            audits["can never finish"] = audit_text(shown)
+            seen = f"in flight now: {in_flight(state)}; {topic}-{p_d}: " + str(
+                [x for x in traffic.partitions(state, topic) if x["partition_index"] == p_d])
+            assert (f"reassignment of {topic}-{p_d} in flight (to [{a}, {b}, {c}], adding "
+                    f"[{c}]) can never finish: it keeps broker {b}'s replica on failed dir "
+                    f"{failed}") in shown["audit"][-1]["reason"], seen
+            serve.wait_line(rf"PAGE: action {aid[:12]} \(fix_offline_replicas\) awaits")
+            reassign_tool(state, tmp_path, "d", {(topic, p_d): [a, b, c]}, "--cancel",
+                          "--preserve-throttles")
     finally:
         for name, text in audits.items():
             print(f"\n[{name}]\n{text}")
