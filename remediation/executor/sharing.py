@@ -9,10 +9,9 @@ partition this says which of three it is:
 - `REPAIRING`: the failure the action answers is being repaired by it (its target drops
   every offline replica and every broker it keeps or adds can hold the partition);
   nothing is proposed for that partition.
-- `NEVER`: it can never finish (its target keeps a replica on a dead broker, or one on a
-  failed dir that is out of the ISR, or adds one to a broker with no online dir); the
-  operator is paged with exactly that, and the fix waits for their decision (cancel
-  theirs, then approve ours).
+- `NEVER`: it can never finish (it adds a replica on a dead broker or on one with no
+  online dir); the operator is paged with exactly that, and the fix waits for their
+  decision (cancel theirs, then approve ours).
 - `BUSY`: anything else (say a decommission under way); the action does not race it.
 """
 
@@ -72,22 +71,14 @@ def classify(name: str, p: Partition, r: Reassigning, view: LiveView) -> Theirs:
     ends_at = target(r)
     shown = f"reassignment of {name} in flight (to {ends_at}, adding {list(r.adding)})"
     stuck = []
-    for b in ends_at:
+    # Kafka 4.4 ends a reassignment once its adding replicas are in the ISR (seen on the
+    # sandbox: a target keeping a replica on a failed dir finished, that replica still
+    # offline). Only a replica it adds on a broker that cannot hold it blocks it for good.
+    for b in r.adding:
         if b not in model.alive:
-            stuck.append(f"broker {b} is down")
-        elif b in r.adding and not model.can_host(b):
+            stuck.append(f"broker {b}, which it adds, is down")
+        elif not model.can_host(b):
             stuck.append(f"broker {b}, which it adds, has no online log dir")
-    for replica in p.replicas:
-        # Kafka ends a reassignment once its whole target is in the ISR: an offline
-        # replica the ISR still lists (not yet shrunk) may let it finish.
-        if replica.broker in ends_at and replica.broker in model.alive \
-                and model.is_offline(replica) and replica.broker not in p.isr:
-            # A failed dir lists nothing (DescribeLogDirs): its replicas have no dir, but a
-            # broker with one offline dir names it.
-            gone = sorted(p for b, p in model.offline_dirs if b == replica.broker)
-            path = replica.log_dir or (gone[0] if len(gone) == 1 else None)
-            where = f" on failed dir {path}" if path else " offline"
-            stuck.append(f"it keeps broker {replica.broker}'s replica{where}")
     if stuck:
         return Theirs(name, NEVER, f"the operator's {shown} can never finish: "
                       f"{'; '.join(stuck)}. Cancel it (kafka-reassign-partitions --cancel) "
