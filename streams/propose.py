@@ -201,7 +201,9 @@ class Proposer:
                                     OfflinePlan(Reassignment(targets), lost), reason, created,
                                     copied, got))
         if lost:
-            out.append(self._page(decision, _lost_message(where, lost), dirs, created, lost))
+            steps = _same_broker(model, decision.broker, dirs, lost, on_dir)
+            out.append(self._page(decision, _lost_message(where, lost, steps), dirs, created,
+                                  lost))
         return out
 
     def _move_dirs(self, decision: Decision, model: ClusterModel, created: str) -> list[Action]:
@@ -271,7 +273,20 @@ class Proposer:
         return [self._action(decision, ASSIGN_CONSUMERS, plan, reason, created)]
 
 
-def _lost_message(where: str, lost: tuple[Any, ...]) -> str:
+def _same_broker(model: ClusterModel, broker: int | None, dirs: list[str],
+                 lost: tuple[Any, ...], sizes: dict[tuple[str, int], int]) -> str:
+    """The JBOD steps on the broker itself when no other broker may take a replica lost
+    with a failed dir of a broker still up; "" otherwise (a dead broker, every copy gone)."""
+    from core.plan.jbod import NO_OTHER_BROKER, same_broker_steps
+
+    stuck = [u for u in lost if NO_OTHER_BROKER in u.reason]
+    if not dirs or broker is None or not stuck or not model.can_host(broker):
+        return ""
+    need = sum(sizes.get((u.topic, u.partition), 0) for u in stuck)
+    return same_broker_steps(model, broker, dirs, need)
+
+
+def _lost_message(where: str, lost: tuple[Any, ...], steps: str = "") -> str:
     """What the operator must know about partitions reassignment cannot repair: one line
     per cause (every copy offline; no broker left to take one), naming the topics."""
     by_reason: dict[str, dict[str, int]] = {}
@@ -285,7 +300,8 @@ def _lost_message(where: str, lost: tuple[Any, ...]) -> str:
                                         if len(named) > 10 else "")
         parts.append(f"{reason}: {shown}")
     return (f"{where} and reassignment cannot repair {len(lost)} partition(s) there; "
-            + "; ".join(parts) + ". Replace the disk and restart the broker, or add brokers")
+            + "; ".join(parts) + ". "
+            + (steps or "Replace the disk and restart the broker, or add brokers"))
 
 
 def describe(action: Action) -> str:

@@ -19,6 +19,7 @@ from core.model import ClusterModel
 from core.plan import recovery
 from core.plan.bounds import lower_bounds
 from core.plan.formats import OfflinePlan, Reassignment, Unrecoverable, first_lines, human_bytes
+from core.plan.jbod import NO_OTHER_BROKER
 from core.plan.spread import Job, Receiver, order, spread
 from schemas.plans import ANY_DIR, PartitionAssignment
 from schemas.snapshot import NO_LEADER, Partition
@@ -82,9 +83,9 @@ def work(model: ClusterModel) -> tuple[list[Job], list[Receiver], list[Unrecover
             unrecoverable.append(
                 _unrecoverable(
                     p,
-                    f"only {free} of the {need} replacement "
-                    "replicas fit: too few alive brokers with an online dir outside the "
-                    "partition; add brokers or lower the replication factor",
+                    f"only {free} of the {need} replacement replicas fit: {NO_OTHER_BROKER}; "
+                    "recover on the broker itself, add brokers or lower the replication "
+                    "factor",
                 )
             )
             continue

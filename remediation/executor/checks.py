@@ -8,6 +8,7 @@ the replicas being moved between dirs), so every rule is testable without Kafka:
 - `applies`: re-read before acting. A plan whose premises no longer hold (the replica it
   replaces is online again, replicas moved, someone else's reassignment runs on its
   partitions, it is already in its target state) is stale and is superseded, never run.
+  One that an operator's reassignment can never let finish pages them (`sharing.py`).
 - `returned_broker`, `page_resolved`: a dead broker back, a page's problem gone.
 
 How far an executing action is and whether it verifies: `progress.py`; the view itself
@@ -20,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from core.plan.disks import DEFAULT_THRESHOLD, broker_usage, is_skewed, skew
+from remediation.executor import sharing
 from remediation.executor.view import (
     LiveView,
     dir_moves,
@@ -35,6 +37,7 @@ from schemas.snapshot import Partition
 class Verdict:
     applies: bool
     reason: str
+    page: bool = False  # not to run now, and an operator must decide (sharing.NEVER)
 
 
 def _brokers_named(action: Action) -> set[int]:
@@ -91,16 +94,18 @@ def applies(action: Action, view: LiveView,
             stale.append(f"{t.name} no longer exists")
             continue
         if (t.topic, t.partition) in view.reassigning:
-            r = view.reassigning[(t.topic, t.partition)]
-            stale.append(f"a reassignment of {t.name} is already in progress (adding "
-                         f"{list(r.adding)}, removing {list(r.removing)}); not racing it")
-            continue
+            continue  # someone else's: sharing.py says what it means, below
         why = check(t, p, view)
         if why == _DONE:
             done += 1
         elif why is not None:
             stale.append(why)
     targets = action.targets()
+    others = sharing.theirs(action, view)
+    never = [o.reason for o in others if o.kind == sharing.NEVER]
+    if never:
+        return Verdict(False, summarise(never), page=True)
+    stale += [o.reason for o in others]
     if stale:
         return Verdict(False, "the plan is stale: " + summarise(stale))
     if targets and done == len(targets):

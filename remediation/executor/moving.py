@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from core import clock
-from remediation.executor import checks, cordoning, progress, stall, targets, throttle
+from remediation.executor import checks, cordoning, progress, sharing, stall, targets, throttle
 from remediation.executor.checks import CORDON_TYPES
 from remediation.executor.ending import Ending, _errors
 from remediation.executor.lifecycle import State
@@ -138,11 +138,13 @@ class Moves(Ending):
         if action.type == "fix_offline_replicas" and not self._dirs_in_place(row, action, view):
             return
         if action.type == "rebalance_leaders" and not journal.get("elected"):
-            errors = self.cluster.elect_preferred(action.elections())
+            elect, theirs = sharing.electable(action, view)
+            errors = self.cluster.elect_preferred(elect) if elect else {}
             self.store.update_journal(row.id, elected=True)
-            self.store.note(row.id, ACTOR, f"preferred election run for "
-                            f"{len(action.elections())} partitions"
-                            + (f"; not yet: {errors}" if errors else ""))
+            self.store.note(row.id, ACTOR, f"preferred election run for {len(elect)} "
+                            "partitions" + (f"; not yet: {errors}" if errors else "")
+                            + (f"; not elected, an operator is reassigning them: "
+                               f"{', '.join(theirs)}" if theirs else ""))
         self._to_verifying(row, f"all {len(action.targets())} partitions at their target "
                                 "replicas")
 

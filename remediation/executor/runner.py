@@ -140,6 +140,8 @@ class Executor(Moves):
                 previous: ActionRow | None) -> Received:
         outcome = "reopened" if previous is not None else "proposed"
         verdict = checks.applies(action, view, self.skew_threshold)
+        if not verdict.applies and verdict.page:
+            return self._await_operator(row, verdict.reason, outcome)
         if not verdict.applies:
             done = self.store.transition(row.id, State.SUPERSEDED, ACTOR, verdict.reason)
             return Received("superseded", verdict.reason, row.id, done.state)
@@ -162,6 +164,16 @@ class Executor(Moves):
             done = self.store.transition(row.id, State.AWAITING_APPROVAL, "policy", reason)
             if self._notify is not None:
                 self._notify(done, decision)
+        return Received(outcome, reason, row.id, done.state)
+
+    def _await_operator(self, row: ActionRow, reason: str, outcome: str) -> Received:
+        """An operator's reassignment blocks the fix for good: page, and wait for them
+        (approving re-checks first, so the fix runs only once theirs is gone)."""
+        self.store.update_journal(row.id, decision={"mode": "approve", "reasons": [reason],
+                                                    "page": True})
+        done = self.store.transition(row.id, State.AWAITING_APPROVAL, ACTOR, reason)
+        if self._notify is not None:
+            self._notify(done, Ruling("approve", (reason,), page=True))
         return Received(outcome, reason, row.id, done.state)
 
     # --- the loop -----------------------------------------------------------------------

@@ -11,7 +11,9 @@ The executor saves the values it finds before it changes anything (in the action
 journal, so a restarted executor can still restore them) and restores exactly those
 afterwards, with incremental alter configs: a key that was unset is deleted again, a
 value an operator had set comes back as it was. A replica list an operator already had
-is kept and extended, and "*" (throttle everything) stays "*".
+is kept and extended, and "*" (throttle everything) stays "*". A rate an operator already
+had that is lower than ours is kept (the stricter wins; never raised), and the audit says
+so. A value an operator changes while the action runs is theirs: the restore leaves it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 DIR_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 REPLICA_LISTS = frozenset({LEADER_REPLICAS, FOLLOWER_REPLICAS})
+RATES = frozenset({LEADER_RATE, FOLLOWER_RATE, DIR_RATE})
+MiB = 1024 * 1024
 
 # "broker:3" or "topic:orders" -> {config key: value}; None means "not set".
 Configs = dict[str, dict[str, str | None]]
@@ -81,7 +85,8 @@ def intra_broker(moves: Mapping[tuple[str, int, int], str], rate: int) -> Config
 
 
 def merged(wanted: Configs, found: Configs) -> Configs:
-    """`wanted`, with the replica lists already there kept ("*" stays "*")."""
+    """`wanted`, with the replica lists already there kept ("*" stays "*") and a rate
+    already there kept when it is lower than ours (or not a number we can compare)."""
     out: Configs = {}
     for res, keys in wanted.items():
         out[res] = {}
@@ -92,8 +97,58 @@ def merged(wanted: Configs, found: Configs) -> Configs:
                     value = "*"
                 else:
                     value = _join(set(_items(before)) | set(_items(value or "")))
+            elif key in RATES and before is not None and _stricter(before, value):
+                value = before
             out[res][key] = value
     return out
+
+
+def kept(wanted: Configs, found: Configs) -> list[str]:
+    """Audit lines for what an operator had that the action keeps: 'broker 0 keeps the
+    existing 20000 B/s, lower than our 50 MiB/s (leader/follower.replication.throttled.rate)'
+    and 'topic orders keeps its throttled replicas (leader: 7:2), ours added'."""
+    lines = []
+    for res, keys in sorted(wanted.items()):
+        kind, name = split(res)
+        rates: dict[tuple[str, str], list[str]] = {}
+        lists: list[str] = []
+        for key, value in sorted(keys.items()):
+            before = found.get(res, {}).get(key)
+            if before is None or before == value:
+                continue
+            if key in RATES and _stricter(before, value):
+                rates.setdefault((before, value or ""), []).append(key)
+            elif key in REPLICA_LISTS and before.strip():
+                lists.append(f"{key.split('.')[0]}: {before.strip()}")
+        for (before, ours), names in rates.items():
+            lines.append(f"{kind} {name} keeps the existing {rate_text(before)}, lower than "
+                         f"our {rate_text(ours)} ({_names(names)})")
+        if lists:
+            lines.append(f"{kind} {name} keeps its throttled replicas "
+                         f"({'; '.join(lists)}), ours added")
+    return lines
+
+
+def rate_text(value: str) -> str:
+    """'52428800' -> '50 MiB/s', '20000' -> '20000 B/s'; anything else as it is."""
+    if not value.strip().isdigit():
+        return repr(value)
+    rate = int(value)
+    return f"{rate // MiB} MiB/s" if rate and rate % MiB == 0 else f"{rate} B/s"
+
+
+def _stricter(before: str, ours: str | None) -> bool:
+    """True when the rate found must stay: lower than ours, or one we cannot compare."""
+    try:
+        return int(before) < int(ours or "0") or int(ours or "0") <= 0
+    except ValueError:
+        return True
+
+
+def _names(keys: list[str]) -> str:
+    if set(keys) == {LEADER_RATE, FOLLOWER_RATE}:
+        return "leader/follower.replication.throttled.rate"
+    return ", ".join(keys)
 
 
 def changes(wanted: Configs, found: Configs) -> Configs:

@@ -3,7 +3,9 @@ restored exactly, also by another executor after a crash (the journal says what 
 A broker applies a dynamic config moments after the alter returns: a move submitted in
 between runs unthrottled, and an action ended right after its restore leaves the throttle
 on for a while (a full test run saw a cancelled action's broker still throttled), so
-both `apply` and `restore` wait until each broker reports the value it was given."""
+both `apply` and `restore` wait until each broker reports the value it was given.
+An operator's values win: a lower rate found is kept, and a value changed while the action
+ran (it no longer reads what the action set) is left as the operator made it."""
 
 from __future__ import annotations
 
@@ -40,9 +42,12 @@ class Throttles:
         keys = {k for keys in wanted.values() for k in keys}
         found = self.cluster.configs(wanted, keys)
         target = throttle.merged(wanted, found)
-        known[kind] = {"saved": throttle.saved_values(target, found), "restored": False}
+        known[kind] = {"saved": throttle.saved_values(target, found), "set": target,
+                       "restored": False}
         self.store.update_journal(action_id, throttles=known)
         self.cluster.alter_configs(throttle.changes(target, found))
+        for line in throttle.kept(wanted, found):
+            self.store.note(action_id, ACTOR, line)
         self.store.note(action_id, ACTOR, f"throttle set: {throttle.describe(target)}")
         self._await_brokers(action_id, target, "throttle")
 
@@ -79,6 +84,7 @@ class Throttles:
             # topics' throttled-replica lists are put back, which go to the controller.
             left = {r: v for r, v in entry["saved"].items() if r in down}
             saved = {r: v for r, v in entry["saved"].items() if r not in left}
+            saved = self._not_changed_since(action_id, saved, entry.get("set"))
             self.cluster.alter_configs(saved)
             known[kind] = {**entry, "restored": True, **({"left": left} if left else {})}
             self.store.update_journal(action_id, throttles=known)
@@ -91,6 +97,34 @@ class Throttles:
                 put_back.setdefault(res, {}).update(keys)
         if put_back:
             self._await_brokers(action_id, put_back, "restored configs")
+
+    def _not_changed_since(self, action_id: str, saved: throttle.Configs,
+                           was_set: throttle.Configs | None) -> throttle.Configs:
+        """`saved` without the keys an operator changed after the action set them (they
+        no longer read what it set): theirs win, and the audit names each one."""
+        if not was_set or not saved:
+            return saved  # a journal from before "set" was recorded: restore as found
+        keys = {k for values in saved.values() for k in values}
+        now = self.cluster.configs(saved, keys)
+        out: throttle.Configs = {}
+        for res, values in saved.items():
+            kind, name = throttle.split(res)
+            for key, before in values.items():
+                ours, current = was_set.get(res, {}).get(key), now.get(res, {}).get(key)
+                if current != ours and current != before:
+                    self.store.note(action_id, ACTOR, (
+                        f"{kind} {name} {key} was changed to {_text(current)} while the action "
+                        f"ran (it set {_text(ours)}); the operator's value stays (not put back "
+                        f"to {_text(before)})"))
+                    continue
+                out.setdefault(res, {})[key] = before
+        return out
+
+
+def _text(value: str | None) -> str:
+    if value is None:
+        return "(unset)"
+    return throttle.rate_text(value) if value.strip().isdigit() else value
 
 
 def _down_brokers(cluster: KafkaCluster) -> set[str]:

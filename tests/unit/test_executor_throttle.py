@@ -113,3 +113,50 @@ def test_a_restore_returns_once_every_broker_reports_it_and_says_when_one_is_lat
     reasons = [e.reason for e in other.audit(action.action_id)]
     assert reasons[-1] == ("restored configs not yet applied by broker:1, broker:2 "
                            "after 0 s; going on"), reasons
+
+
+def test_a_lower_rate_an_operator_set_is_kept_and_the_audit_says_so(tmp_path: Path) -> None:
+    store = ActionStore(tmp_path / "actions.db")
+    action = parse_action(fix_offline())
+    store.propose(action)
+    cluster = _LateBrokers(lag=0)
+    cluster.applied = {"broker:0": {LEADER_RATE: "20000", FOLLOWER_RATE: "20000"},
+                       "broker:1": {LEADER_RATE: str(100 * 1024 * 1024)},
+                       "topic:t": {LEADER_REPLICAS: "7:2"}}
+    ours = str(50 * 1024 * 1024)
+    wanted = {"broker:0": {LEADER_RATE: ours, FOLLOWER_RATE: ours},
+              "broker:1": {LEADER_RATE: ours, FOLLOWER_RATE: ours},
+              "topic:t": {LEADER_REPLICAS: "0:1", FOLLOWER_REPLICAS: "0:4"}}
+    Throttles(store, cluster).apply(action.action_id, "inter", wanted)  # type: ignore[arg-type]
+    # Broker 0's lower rate stays; broker 1's higher one is lowered to ours (the stricter).
+    assert cluster.applied["broker:0"] == {LEADER_RATE: "20000", FOLLOWER_RATE: "20000"}
+    assert cluster.applied["broker:1"] == {LEADER_RATE: ours, FOLLOWER_RATE: ours}
+    assert cluster.applied["topic:t"] == {LEADER_REPLICAS: "0:1,7:2", FOLLOWER_REPLICAS: "0:4"}
+    reasons = [e.reason for e in store.audit(action.action_id)]
+    assert ("broker 0 keeps the existing 20000 B/s, lower than our 50 MiB/s "
+            "(leader/follower.replication.throttled.rate)") in reasons, reasons
+    assert "topic t keeps its throttled replicas (leader: 7:2), ours added" in reasons
+    assert not any(r.startswith("broker 1 keeps") for r in reasons), reasons
+
+    Throttles(store, cluster).restore(action.action_id)  # type: ignore[arg-type]
+    assert cluster.applied == {"broker:0": {LEADER_RATE: "20000", FOLLOWER_RATE: "20000"},
+                               "broker:1": {LEADER_RATE: str(100 * 1024 * 1024),
+                                            FOLLOWER_RATE: None},
+                               "topic:t": {LEADER_REPLICAS: "7:2", FOLLOWER_REPLICAS: None}}
+
+
+def test_a_value_an_operator_changed_while_the_action_ran_is_theirs(tmp_path: Path) -> None:
+    store = ActionStore(tmp_path / "actions.db")
+    action = parse_action(fix_offline())
+    store.propose(action)
+    cluster = _LateBrokers(lag=0)
+    wanted = intra_broker({("t", 0, 1): "/d1", ("t", 1, 2): "/d2"}, 1000)
+    throttles = Throttles(store, cluster)  # type: ignore[arg-type]
+    throttles.apply(action.action_id, "intra", wanted)
+    cluster.applied["broker:2"][DIR_RATE] = "5000"  # the operator raises broker 2's
+    throttles.restore(action.action_id)
+    assert cluster.applied == {"broker:1": {DIR_RATE: None}, "broker:2": {DIR_RATE: "5000"}}
+    reasons = [e.reason for e in store.audit(action.action_id)]
+    assert (f"broker 2 {DIR_RATE} was changed to 5000 B/s while the action ran (it set "
+            "1000 B/s); the operator's value stays (not put back to (unset))") in reasons
+    assert reasons[-1] == f"throttle removed, configs restored: broker:1 {DIR_RATE}=(unset)"

@@ -290,3 +290,41 @@ def test_a_delta_that_cannot_be_read_back_is_a_page():
     proposer = Proposer(Reads(cluster()), read_delta=lambda ref, cluster_id: b"{}")
     (page,) = proposer.actions(decision(delta=DELTA_REF))
     assert page.type == PAGE and "the delta at offset 50" in page.plan["message"]
+
+
+def test_a_replica_no_other_broker_may_take_gets_the_same_broker_steps_with_free_space():
+    # Two brokers, RF 2: the replica lost with broker 1's /d2 has nowhere else to go.
+    bs = [broker(0, "r0", DIRS), broker(1, "r1", DIRS)]
+    ps = [partition("t", 0, [(0, "/d1", 3 * GIB), (1, "/d2", 3 * GIB)], leader=0),
+          partition("t", 1, [(1, "/d1", 5 * GIB), (0, "/d2", 5 * GIB)], leader=1)]
+    (page,) = Proposer(Reads(doc(bs, ps))).actions(decision())
+    assert page.type == PAGE
+    message = page.plan["message"]
+    assert "only 0 of the 1 replacement replicas fit" in message
+    assert "recover them on broker 1 itself" in message
+    assert "replace the failed disk, mount it at /d2 again" in message
+    assert "kafka-storage.sh format --ignore-formatted" in message
+    assert "remove /d2 from log.dirs in broker 1's server.properties and restart it" in message
+    # 3 GiB to copy; broker 1's /d1 (100 GiB, 5 GiB held) has 95 GiB free.
+    assert "(3.0 GiB to copy; healthy dirs: /d1 95.0 GiB free)" in message
+    assert "no healthy dir has room" not in message
+    assert "add brokers" not in message.split("recover them")[1]
+
+
+def test_a_dead_broker_or_a_partition_with_no_copy_left_keeps_the_old_advice():
+    from types import SimpleNamespace as U
+
+    from streams.propose import _same_broker
+
+    gone = (U(topic="solo", partition=0, reason="no online replica: every copy is offline"),)
+    assert _same_broker(model(cluster(((1, "/d2"),))), 1, ["/d2"], gone, {}) == ""
+
+
+def test_the_steps_say_when_no_healthy_dir_has_room_for_what_was_lost():
+    from core.plan.jbod import same_broker_steps
+
+    full = {"path": "/d1", "online": True, "total_bytes": 100 * GIB, "usable_bytes": GIB}
+    m = model(doc([broker(0, "r0", DIRS), broker(1, "r1", (full, "/d2"))],
+                  [partition("t", 0, [(0, "/d1", GIB), (1, "/d2", GIB)], leader=0)]))
+    steps = same_broker_steps(m, 1, ["/d2"], 3 * GIB)
+    assert "healthy dirs: /d1 1.0 GiB free) (no healthy dir has room for all of it" in steps
