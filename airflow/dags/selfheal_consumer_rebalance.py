@@ -40,20 +40,20 @@ from selfheal_dag_support import defaults as d
     doc_md=__doc__,
 )
 def selfheal_consumer_rebalance() -> None:
-    from selfheal_dag_support import steps
+    from selfheal_dag_support import group_steps, steps
 
     @task(outlets=[d.SNAPSHOT])
     def snapshot(**context) -> dict:
         return steps.snapshot("before", d.SNAPSHOT,
-                              groups=steps.opted_in_groups(context["params"]))
+                              groups=group_steps.opted_in_groups(context["params"]))
 
     @task(outlets=[d.CONSUMER_PLAN])
     def plan(snap: dict, **context) -> dict:
-        return steps.plan_consumer_groups(snap, context["params"], d.CONSUMER_PLAN)
+        return group_steps.plan_consumer_groups(snap, context["params"], d.CONSUMER_PLAN)
 
     @task
     def report(planned: dict) -> dict:
-        return steps.report_consumers(planned)
+        return group_steps.report_consumers(planned)
 
     report(plan(snapshot()))
 

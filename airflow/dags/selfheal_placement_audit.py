@@ -37,7 +37,7 @@ from selfheal_dag_support import defaults as d
     doc_md=__doc__,
 )
 def selfheal_placement_audit() -> None:
-    from selfheal_dag_support import steps
+    from selfheal_dag_support import audit_steps, steps
 
     @task(outlets=[d.SNAPSHOT])
     def snapshot() -> dict:
@@ -45,11 +45,11 @@ def selfheal_placement_audit() -> None:
 
     @task(outlets=[d.PLACEMENT_REPORT])
     def audit(snap: dict, **context) -> dict:
-        return steps.audit_placement(snap, context["params"], d.PLACEMENT_REPORT)
+        return audit_steps.audit_placement(snap, context["params"], d.PLACEMENT_REPORT)
 
     @task(outlets=[d.OFFLINE_PLAN])
     def plan(snap: dict, **context) -> dict:
-        return steps.plan_offline_fix(snap, context["params"], d.OFFLINE_PLAN)
+        return audit_steps.plan_offline_fix(snap, context["params"], d.OFFLINE_PLAN)
 
     @task(pool=d.POOL)
     def submit(planned: dict, **context) -> dict:
@@ -62,7 +62,7 @@ def selfheal_placement_audit() -> None:
 
     @task
     def report(audited: dict, planned: dict, outcome: dict) -> dict:
-        return steps.report_audit(audited, planned, outcome)
+        return audit_steps.report_audit(audited, planned, outcome)
 
     snap = snapshot()
     planned = plan(snap)

@@ -244,11 +244,11 @@ def test_the_helper_says_it_cannot_work_in_a_kip848_group_however_it_meets_one()
 
 def test_the_airflow_consumer_plan_skips_a_kip848_group_with_the_reason(monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(str(Path(__file__).parents[2] / "airflow" / "dags"))
-    from selfheal_dag_support import steps
+    from selfheal_dag_support import group_steps, steps
 
     monkeypatch.setattr(steps, "model_of", lambda snap: model(_document(racks_known=True)))
     monkeypatch.setattr(steps, "_targets", lambda: None)
     monkeypatch.setattr(steps, "run_folder", lambda: tmp_path)
-    out = steps.plan_consumer_groups({}, {"groups": ["g"], "threshold": 1.1})
+    out = group_steps.plan_consumer_groups({}, {"groups": ["g"], "threshold": 1.1})
     assert "group.consumer.assignors" in out["groups"]["g"]["skipped"]
     assert json.loads((tmp_path / "consumer-plans.json").read_text()) == {}
