@@ -25,9 +25,9 @@ from core.model import ClusterModel
 from remediation.consumers import ConfigError, RackAwareConsumer
 from schemas.snapshot import snapshot_from_dict
 from tests.integration.serve_harness import placed_topic
+from tests.integration.stream_job_support import awaited, cid, running_stream
 from tests.integration.test_consumer_groups_snapshot import Consumer
 from tests.integration.test_stream_consumers import WINDOW, _at, _snapshot, _stable
-from tests.integration.test_stream_job import awaited, cid, running_stream
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
