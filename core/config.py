@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import tomllib
 import types
 import typing
@@ -19,62 +18,32 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from core.config_fields import (
+    ConfigError,
+    _at_least,
+    _field,
+    _key,
+    _one_of,
+    _opt,
+    _port,
+    _positive,
+    _servers,
+    _topic_prefix,
+    _url,
+)
+from core.security import ExporterSecurity, KafkaSecurity, ZooKeeperSecurity
 from schemas.registry import DEFAULT_PREFIX, TOPICS
+
+__all__ = ["ConfigError", "Config", "load", "register_cluster_fallback"]
 
 ENV_PREFIX = "SELFHEAL_"
 CONFIG_ENV = "SELFHEAL_CONFIG"
 POLICY_ENV = "SELFHEAL_POLICY"
 
-Check = Callable[[Any], str | None]
-
-
-class ConfigError(ValueError):
-    """A configuration value that cannot be used; the message names the key and its source."""
-
-
 def default_state_dir() -> Path:
     """``$XDG_STATE_HOME/kafka-selfheal`` (next to the sandbox's own state)."""
     base = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state"))
     return base / "kafka-selfheal"
-
-
-def _positive(value: Any) -> str | None:
-    return None if value > 0 else "must be > 0"
-
-
-def _at_least(low: float) -> Check:
-    return lambda value: None if value >= low else f"must be >= {low}"
-
-
-def _one_of(*choices: str) -> Check:
-    return lambda value: None if value in choices else f"must be one of {', '.join(choices)}"
-
-
-def _port(value: Any) -> str | None:
-    return None if 0 <= value <= 65535 else "must be a port, 0-65535 (0 picks a free one)"
-
-
-# host:port or PROTOCOL://host:port, comma-separated, as Kafka clients take them.
-_SERVER = re.compile(r"^([A-Za-z_]+://)?[^\s,:/]+:\d{1,5}$")
-
-
-def _servers(value: Any) -> str | None:
-    if all(_SERVER.match(s.strip()) for s in value.split(",")):
-        return None
-    return "must be host:port[,host:port...]"
-
-
-def _topic_prefix(value: Any) -> str | None:
-    ok = re.fullmatch(r"[A-Za-z0-9._-]*", value)
-    return None if ok else "may hold only letters, digits, '.', '_' and '-' (Kafka topic names)"
-
-
-def _opt(check: Check) -> Check:
-    return lambda value: None if value is None else check(value)
-
-
-def _field(default: Any = None, check: Check | None = None, *, secret: bool = False) -> Any:
-    return dataclasses.field(default=default, metadata={"check": check}, repr=not secret)
 
 
 def _checkpoints() -> Path:
@@ -83,13 +52,6 @@ def _checkpoints() -> Path:
 
 def _sqlite() -> Path:
     return default_state_dir() / "actions.sqlite"
-
-
-def _key(value: Any) -> str | None:
-    if len(value) < 32:
-        return ("must be at least 32 characters of random text, e.g. the output of "
-                "`python3 -c 'import secrets; print(secrets.token_hex(32))'`")
-    return None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -213,11 +175,6 @@ class StreamConfig:
     query_restarts: int = _field(5, _at_least(0))
 
 
-def _url(value: Any) -> str | None:
-    ok = re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", value)
-    return None if ok else "must be an http(s) URL such as https://selfheal.example.com"
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class ServeConfig:
     sqlite_path: Path = dataclasses.field(default_factory=_sqlite)
@@ -264,6 +221,10 @@ SECTIONS: dict[str, type] = {
     "stream": StreamConfig,
     "serve": ServeConfig,
     "pager": PagerConfig,
+    "cluster.security": KafkaSecurity,
+    "bus.security": KafkaSecurity,  # unset while the bus is the cluster: the cluster's
+    "cluster.zookeeper_security": ZooKeeperSecurity,
+    "cluster.exporter_security": ExporterSecurity,
 }
 
 
@@ -276,6 +237,12 @@ class Config:
     stream: StreamConfig = dataclasses.field(default_factory=StreamConfig)
     serve: ServeConfig = dataclasses.field(default_factory=ServeConfig)
     pager: PagerConfig = dataclasses.field(default_factory=PagerConfig)
+    cluster_security: KafkaSecurity = dataclasses.field(default_factory=KafkaSecurity)
+    bus_security: KafkaSecurity = dataclasses.field(default_factory=KafkaSecurity)
+    cluster_zookeeper_security: ZooKeeperSecurity = dataclasses.field(
+        default_factory=ZooKeeperSecurity)
+    cluster_exporter_security: ExporterSecurity = dataclasses.field(
+        default_factory=ExporterSecurity)
     policy: Path | None = None  # the executor's policy TOML; None: its built-in defaults
     # Where the values came from, lowest precedence first, for `--explain` style output.
     sources: tuple[str, ...] = ()
@@ -319,6 +286,12 @@ def _coerce(raw: Any, hint: Any, key: str, where: str, from_env: bool,
     if kind is str:
         if not isinstance(raw, str):
             raise bad("a string")
+        return raw
+    if kind is bool:
+        if from_env and raw.lower() in ("true", "false"):
+            return raw.lower() == "true"
+        if not isinstance(raw, bool):
+            raise bad("true or false")
         return raw
     if kind is int:
         if from_env:
@@ -397,7 +370,11 @@ def _read_file(builder: _Builder, path: Path) -> None:
             if not isinstance(body, dict):
                 raise ConfigError(f"{name} {where}: expected a [{name}] table")
             for key, raw in body.items():
-                builder.set(name, key, raw, where, False, path.parent)
+                if f"{name}.{key}" in SECTIONS and isinstance(raw, dict):  # [cluster.security]
+                    for sub, value in raw.items():
+                        builder.set(f"{name}.{key}", sub, value, where, False, path.parent)
+                else:
+                    builder.set(name, key, raw, where, False, path.parent)
         else:
             raise ConfigError(f"unknown section or key {name!r} {where}; known: "
                               + ", ".join([*SECTIONS, "policy"]))
@@ -411,12 +388,14 @@ def _read_env(builder: _Builder, env: Mapping[str, str]) -> None:
             builder.policy = None if raw == "" else Path(raw).expanduser()
             used = True
             continue
-        for section in SECTIONS:
-            head = f"{ENV_PREFIX}{section.upper()}_"
+        # Longest section first: SELFHEAL_CLUSTER_SECURITY_PROTOCOL is [cluster.security].
+        for section in sorted(SECTIONS, key=len, reverse=True):
+            head = f"{ENV_PREFIX}{section.upper().replace('.', '_')}_"
             if var.startswith(head):
                 key = var[len(head):].lower()
                 builder.set(section, key, raw, f"from {var}", True)
                 used = True
+                break
     if used:
         builder.sources.append("environment")
 
@@ -460,9 +439,13 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None,
     if use_fallbacks and not builder.is_set("cluster", "bootstrap_servers"):
         _from_fallbacks(builder, env)
     cluster_servers = builder.values["cluster"].get("bootstrap_servers")
-    if not builder.is_set("bus", "bootstrap_servers") and cluster_servers:
+    bus_servers = builder.values["bus"].get("bootstrap_servers")
+    if bus_servers is None and cluster_servers:
         builder.values["bus"]["bootstrap_servers"] = cluster_servers
-    sections = {name: cls(**builder.values[name]) for name, cls in SECTIONS.items()}
+    if bus_servers in (None, cluster_servers) and not builder.values["bus.security"]:
+        builder.values["bus.security"] = dict(builder.values["cluster.security"])
+    sections = {name.replace(".", "_"): cls(**builder.values[name])
+                for name, cls in SECTIONS.items()}
     _check_cluster(sections["cluster"], builder.sources)
     return Config(**sections, policy=builder.policy, sources=tuple(builder.sources))
 

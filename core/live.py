@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from core import clock
+from core.security import KafkaSecurity, kafka_python_settings
 
 # Kafka's error code for a log dir the broker has taken offline.
 KAFKA_STORAGE_ERROR = 56
@@ -87,15 +88,18 @@ class BrokerDirs:
 
 @contextlib.contextmanager
 def open_admin(bootstrap_servers: str, client_id: str = "selfheal",
-               request_timeout_ms: int = 10000) -> Iterator[Any]:
+               request_timeout_ms: int = 10000, *,
+               security: KafkaSecurity | None = None) -> Iterator[Any]:
     """A kafka-python KafkaAdminClient (it has the log-dir and reassignment calls),
-    closed on exit."""
+    closed on exit. The product passes ``security`` ([cluster.security]); None is an
+    unsecured cluster (the sandbox, tests)."""
     from kafka import KafkaAdminClient
 
+    secured = kafka_python_settings(security or KafkaSecurity())
     try:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id=client_id,
                                  request_timeout_ms=request_timeout_ms,
-                                 metadata_max_age_ms=ADMIN_METADATA_MAX_AGE_MS)
+                                 metadata_max_age_ms=ADMIN_METADATA_MAX_AGE_MS, **secured)
     except Exception as exc:
         raise LiveReadError(
             f"cannot reach Kafka at {bootstrap_servers} ({exc}); check that the brokers "

@@ -97,6 +97,7 @@ class SnapshotCollector:
         config = run.config
         self.run = run
         self.servers = config.require_bootstrap_servers()
+        self.security = config.cluster_security
         self.cluster_id = config.cluster.cluster_id
         self.kraft = config.cluster.mode == "kraft"
         self.timeout_ms = int(config.collect.request_timeout_seconds * 1000)
@@ -118,7 +119,7 @@ class SnapshotCollector:
         if self._admin is None:
             self._admin = self._stack.enter_context(open_admin(
                 self.servers, client_id="selfheal-collect-snapshots",
-                request_timeout_ms=self.timeout_ms))
+                request_timeout_ms=self.timeout_ms, security=self.security))
         return self._admin
 
     def close_admin(self) -> None:
@@ -209,7 +210,8 @@ class SnapshotCollector:
             # reads the disks (a snapshot after such a failure reported a replaced disk
             # still offline).
             with open_admin(self.servers, client_id="selfheal-collect-groups",
-                            request_timeout_ms=self.timeout_ms) as admin:
+                            request_timeout_ms=self.timeout_ms,
+                            security=self.security) as admin:
                 add_groups(admin, doc)
         except Exception as exc:
             self.run.telemetry.error("consumer_groups")
@@ -302,8 +304,8 @@ def write_snapshot(config: Config, out: str, say: Callable[[str], None]) -> None
 
     started = time.monotonic()
     with open_admin(config.require_bootstrap_servers(), client_id="selfheal-snapshot-file",
-                    request_timeout_ms=int(config.collect.request_timeout_seconds * 1000)
-                    ) as admin:
+                    request_timeout_ms=int(config.collect.request_timeout_seconds * 1000),
+                    security=config.cluster_security) as admin:
         doc = read_snapshot(admin, config.cluster.cluster_id)
         try:
             add_groups(admin, doc)
