@@ -272,14 +272,18 @@ def _base(hint: Any) -> Any:
     return hint
 
 
+def _shown(raw: Any, secret: bool) -> str:
+    return f"a value of {len(str(raw))} characters" if secret else repr(raw)
+
+
 def _coerce(raw: Any, hint: Any, key: str, where: str, from_env: bool,
-            relative_to: Path | None) -> Any:
+            relative_to: Path | None, secret: bool = False) -> Any:
     """Turn a TOML value or an environment string into the field's type."""
     optional = type(None) in typing.get_args(hint)
     kind = _base(hint)
 
     def bad(expected: str) -> ConfigError:
-        return ConfigError(f"{key} {where}: expected {expected}, got {raw!r}")
+        return ConfigError(f"{key} {where}: expected {expected}, got {_shown(raw, secret)}")
 
     if from_env and raw == "" and optional:
         return None  # an empty variable unsets a value the file gave
@@ -342,11 +346,12 @@ class _Builder:
                               + ", ".join(fields))
         hints = typing.get_type_hints(cls)
         full = f"{section}.{key}"
-        value = _coerce(raw, hints[key], full, where, from_env, relative_to)
+        secret = not fields[key].repr  # _field(secret=True): never echoed in an error
+        value = _coerce(raw, hints[key], full, where, from_env, relative_to, secret)
         check = fields[key].metadata.get("check")
         problem = check(value) if check and value is not None else None
         if problem:
-            raise ConfigError(f"{full} {where}: {problem}, got {raw!r}")
+            raise ConfigError(f"{full} {where}: {problem}, got {_shown(raw, secret)}")
         self.values[section][key] = value
 
     def is_set(self, section: str, key: str) -> bool:
