@@ -110,6 +110,17 @@ def open_admin(bootstrap_servers: str, client_id: str = "selfheal",
         admin.close()
 
 
+class LogDirsDenied(LiveReadError):
+    """DescribeLogDirs answered no dirs at all: what Kafka answers a principal without
+    Describe on Cluster (only a top-level error code, which kafka-python does not read).
+    Never "a broker with no dirs": a snapshot from it would say nothing is wrong."""
+
+
+DENIED_DIRS_FIX = ("grant the principal Describe on Cluster: kafka-acls.sh --bootstrap-server "
+                   "<brokers> --add --allow-principal User:<selfheal user> --operation "
+                   "Describe --cluster (docs/security.md lists every ACL)")
+
+
 def _size(value: Any) -> int | None:
     return int(value) if isinstance(value, int) and value >= 0 else None
 
@@ -119,6 +130,9 @@ def broker_dirs(reply: dict[str, Any]) -> BrokerDirs:
     dirs: dict[str, dict[str, Any]] = {}
     replicas: dict[tuple[str, int], tuple[str, int]] = {}
     future: dict[tuple[str, int], str] = {}
+    if not reply["log_dirs"]:  # every broker has at least one dir, online or not
+        raise LogDirsDenied(f"broker {reply.get('broker', '?')} answered DescribeLogDirs with "
+                            f"no log dirs, which means not authorized; {DENIED_DIRS_FIX}")
     for d in reply["log_dirs"]:
         path = d["log_dir"]
         online = d["error_code"] == 0

@@ -77,3 +77,22 @@ def test_one_broker_or_a_bound_of_one_asks_in_this_thread():
     assert per_broker(ask, [2], concurrency=8) == {2: 20}
     assert per_broker(ask, [3, 1], concurrency=1) == {1: 10, 3: 30}
     assert seen == [caller] * 3
+
+
+def test_no_dirs_at_all_is_a_denial_never_an_empty_broker():
+    """Kafka answers DescribeLogDirs without Describe on Cluster with no dirs and only a
+    top-level error code (kafka-python drops it): that must stop the read, naming the ACL,
+    not make a snapshot that says nothing is wrong. (The real denial needs an authorizer:
+    the secured sandbox; here the reply it gives.)"""
+    import pytest
+
+    from core.live import LogDirsDenied, describe_dirs
+
+    class Denied:
+        def describe_log_dirs(self, brokers):
+            return [{"broker": brokers[0], "log_dirs": []}]
+
+    with pytest.raises(LogDirsDenied, match="broker 3 .* Describe on Cluster") as err:
+        describe_dirs(Denied(), 3)
+    assert "--operation Describe --cluster" in str(err.value)
+    assert "\n" not in str(err.value)
