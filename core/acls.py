@@ -18,72 +18,50 @@ class Acl:
     name: str
     pattern: str  # LITERAL or PREFIXED
     operation: str
-    why: str
-    on: str = "cluster"  # "cluster" (the monitored one) or "bus"
+    on: str  # "cluster" (the monitored one) or "bus"
 
 
-_P = "selfheal."
-TABLE: tuple[Acl, ...] = (
-    # every process that writes the bus: its records (idempotent producer: Write suffices
-    # since Kafka 3.0, KIP-679)
-    Acl("collect-metrics", "Topic", _P + "broker-metrics", "LITERAL", "Write",
-        "produce samples", "bus"),
-    Acl("collect-metrics", "Topic", "*", "LITERAL", "Describe",
-        "discovery's metadata (which brokers, racks)"),
-    Acl("collect-zk", "Topic", _P + "logdir-events", "LITERAL", "Write",
-        "produce ZooKeeper log-dir events", "bus"),
-    Acl("collect-snapshots", "Cluster", "kafka-cluster", "LITERAL", "Describe",
-        "DescribeLogDirs (denied: an EMPTY answer, read as an error)"),
-    Acl("collect-snapshots", "Topic", "*", "LITERAL", "Describe",
-        "Metadata of every topic in the snapshot"),
-    Acl("collect-snapshots", "Group", "*", "LITERAL", "Describe",
-        "consumer groups' members and racks (locality)"),
-    Acl("collect-snapshots", "Topic", _P + "cluster-snapshots", "LITERAL", "Write",
-        "produce snapshots", "bus"),
-    Acl("collect-snapshots", "Topic", _P + "logdir-events", "LITERAL", "Write",
-        "produce KRaft log-dir events", "bus"),
-    Acl("stream", "Topic", _P, "PREFIXED", "Read", "Spark's Kafka source", "bus"),
-    Acl("stream", "Group", "spark-kafka-source", "PREFIXED", "Read",
-        "Spark's source group ids (spark-kafka-source-<uuid>)", "bus"),
-    Acl("stream", "Group", "selfheal-stream-chunks", "LITERAL", "Read",
-        "a snapshot's chunks outside its batch", "bus"),
-    Acl("stream", "Topic", _P + "actions", "LITERAL", "Write", "proposed actions", "bus"),
-    Acl("stream", "Topic", _P + "dead-letter", "LITERAL", "Write", "bad records", "bus"),
-    Acl("serve", "Cluster", "kafka-cluster", "LITERAL", "Alter",
-        "AlterPartitionReassignments, AlterReplicaLogDirs, ElectLeaders"),
-    Acl("serve", "Cluster", "kafka-cluster", "LITERAL", "Describe",
-        "ListPartitionReassignments, DescribeLogDirs"),
-    Acl("serve", "Cluster", "kafka-cluster", "LITERAL", "AlterConfigs",
-        "replication throttle rates on brokers"),
-    Acl("serve", "Cluster", "kafka-cluster", "LITERAL", "DescribeConfigs",
-        "the throttles an operator set (restored exactly)"),
-    Acl("serve", "Topic", "*", "LITERAL", "AlterConfigs",
-        "throttled-replica lists on the topics moved"),
-    Acl("serve", "Topic", "*", "LITERAL", "DescribeConfigs", "the topic throttles found"),
-    Acl("serve", "Topic", "*", "LITERAL", "Describe", "Metadata before each step"),
-    Acl("serve", "Topic", _P + "actions", "LITERAL", "Read", "intake", "bus"),
-    Acl("serve", "Group", "selfheal-executor", "LITERAL", "Read",
-        "intake group ([serve] intake_group)", "bus"),
-    Acl("serve", "Topic", _P + "action-status", "LITERAL", "Write", "state changes", "bus"),
-    Acl("serve", "Topic", _P + "consumer-assignments", "LITERAL", "Write",
-        "consumer targets", "bus"),
-    Acl("serve", "Topic", _P + "executor-lock", "LITERAL", "Read",
-        "KRaft lease (no ZooKeeper)", "bus"),
-    Acl("serve", "Group", "selfheal-executor-lock-", "PREFIXED", "Read",
-        "KRaft lease group", "bus"),
-    Acl("serve", "Cluster", "kafka-cluster", "LITERAL", "Create",
-        "only to create the selfheal.* topics itself (else create them beforehand)", "bus"),
-    Acl("airflow", "Cluster", "kafka-cluster", "LITERAL", "Describe",
-        "DescribeLogDirs for the periodic plans"),
-    Acl("airflow", "Topic", "*", "LITERAL", "Describe", "Metadata"),
-    Acl("airflow", "Group", "*", "LITERAL", "Describe", "consumer groups for locality plans"),
-    Acl("consumer", "Topic", _P + "consumer-assignments", "LITERAL", "Read",
-        "the helper's targets", "bus"),
-    Acl("consumer", "Group", "<group>.selfheal-targets", "LITERAL", "Read",
-        "the helper's target reader", "bus"),
-    Acl("consumer", "Group", "<group>", "LITERAL", "Describe",
-        "the application's own group (with its usual Read)"),
-)
+# process | on (the monitored cluster, or the bus) | resource | name | pattern | operation.
+# Why each is needed: docs/security.md.
+_ROWS = """
+collect-metrics   | bus     | Topic   | selfheal.broker-metrics       | LITERAL  | Write
+collect-metrics   | cluster | Topic   | *                             | LITERAL  | Describe
+collect-zk        | bus     | Topic   | selfheal.logdir-events        | LITERAL  | Write
+collect-snapshots | cluster | Cluster | kafka-cluster                 | LITERAL  | Describe
+collect-snapshots | cluster | Topic   | *                             | LITERAL  | Describe
+collect-snapshots | cluster | Group   | *                             | LITERAL  | Describe
+collect-snapshots | bus     | Topic   | selfheal.cluster-snapshots    | LITERAL  | Write
+collect-snapshots | bus     | Topic   | selfheal.logdir-events        | LITERAL  | Write
+stream            | bus     | Topic   | selfheal.                     | PREFIXED | Read
+stream            | bus     | Group   | spark-kafka-source            | PREFIXED | Read
+stream            | bus     | Group   | selfheal-stream-chunks        | LITERAL  | Read
+stream            | bus     | Topic   | selfheal.actions              | LITERAL  | Write
+stream            | bus     | Topic   | selfheal.dead-letter          | LITERAL  | Write
+serve             | cluster | Cluster | kafka-cluster                 | LITERAL  | Alter
+serve             | cluster | Cluster | kafka-cluster                 | LITERAL  | Describe
+serve             | cluster | Cluster | kafka-cluster                 | LITERAL  | AlterConfigs
+serve             | cluster | Cluster | kafka-cluster                 | LITERAL  | DescribeConfigs
+serve             | cluster | Topic   | *                             | LITERAL  | AlterConfigs
+serve             | cluster | Topic   | *                             | LITERAL  | DescribeConfigs
+serve             | cluster | Topic   | *                             | LITERAL  | Describe
+serve             | bus     | Topic   | selfheal.actions              | LITERAL  | Read
+serve             | bus     | Group   | selfheal-executor             | LITERAL  | Read
+serve             | bus     | Topic   | selfheal.action-status        | LITERAL  | Write
+serve             | bus     | Topic   | selfheal.consumer-assignments | LITERAL  | Write
+serve             | bus     | Topic   | selfheal.executor-lock        | LITERAL  | Read
+serve             | bus     | Group   | selfheal-executor-lock-       | PREFIXED | Read
+serve             | bus     | Cluster | kafka-cluster                 | LITERAL  | Create
+airflow           | cluster | Cluster | kafka-cluster                 | LITERAL  | Describe
+airflow           | cluster | Topic   | *                             | LITERAL  | Describe
+airflow           | cluster | Group   | *                             | LITERAL  | Describe
+consumer          | bus     | Topic   | selfheal.consumer-assignments | LITERAL  | Read
+consumer          | bus     | Group   | <group>.selfheal-targets      | LITERAL  | Read
+consumer          | cluster | Group   | <group>                       | LITERAL  | Describe
+"""
+TABLE: tuple[Acl, ...] = tuple(
+    Acl(process, resource, name, pattern, operation, on)
+    for process, on, resource, name, pattern, operation in (
+        [cell.strip() for cell in line.split("|")] for line in _ROWS.strip().splitlines()))
 
 PROCESSES = tuple(dict.fromkeys(a.process for a in TABLE))
 
