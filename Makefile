@@ -17,7 +17,7 @@ APT_STAMP := .make/apt.stamp
 # Prometheus (and its promtool) for the alert rules and the dashboards' queries.
 APT_PACKAGES := openjdk-17-jdk-headless maven chromium prometheus-alertmanager prometheus
 
-.PHONY: demo test chaos bench lint jars venv deps clean-sandbox help dashboards
+.PHONY: demo test chaos bench lint jars venv deps clean-sandbox help dashboards config-reference
 .DEFAULT_GOAL := help
 
 help:
@@ -28,6 +28,7 @@ help:
 	@echo "make bench   print performance figures"
 	@echo "make lint    ruff and mypy"
 	@echo "make dashboards  write the Grafana dashboards' JSON to dashboards/json/"
+	@echo "make config-reference  write docs/config-reference.md and the example TOML files"
 
 deps: $(APT_STAMP) $(VENV)/.installed $(JARS)/.stamp
 
@@ -55,8 +56,9 @@ $(VENV)/.installed: pyproject.toml
 $(JARS)/.stamp: jvm/pom.xml jvm/settings.xml $(APT_STAMP)
 	@echo ">> fetching JVM jars with Maven ($(JVM_ROLES))"
 	@rm -rf $(JARS)
-	@for role in $(JVM_ROLES); do \
-	   $(MVN) -P $$role dependency:copy-dependencies -DoutputDirectory=lib/$$role || exit 1; \
+	@mkdir -p .make; for role in $(JVM_ROLES); do \
+	   $(MVN) -P $$role dependency:copy-dependencies -DoutputDirectory=lib/$$role \
+	     >.make/mvn.log 2>&1 || { tail -30 .make/mvn.log; echo "Maven failed for $$role; the whole output is in .make/mvn.log"; exit 1; }; \
 	 done
 	@touch $@
 
@@ -88,6 +90,32 @@ bench: deps
 dashboards: $(VENV)/.installed
 	$(PY) -m dashboards.build
 
+config-reference: $(VENV)/.installed
+	$(PY) -m selfheal.config_reference
+
 lint: deps
 	$(VENV)/bin/ruff check schemas core streams remediation dashboards sandbox selfheal tests bench $(wildcard airflow)
 	$(VENV)/bin/mypy schemas core remediation streams
+
+# --- The compiled planning core (issue 33; docs/native.md) ---------------------------
+# native/ (Rust, PyO3) built by maturin into the venv as the module selfheal_native.
+# Without cargo: one line, and the planners run their Python reference (same plans).
+# The stamp holds while no crate file changes, so a second `make` builds nothing.
+NATIVE_STAMP := $(VENV)/.native
+NATIVE_SRC   := native/Cargo.toml native/Cargo.lock native/pyproject.toml $(wildcard native/src/*.rs)
+.PHONY: native
+native: $(NATIVE_STAMP)
+deps: $(NATIVE_STAMP)
+
+$(NATIVE_STAMP): $(VENV)/.installed $(NATIVE_SRC)
+	@mkdir -p .make
+	@if ! command -v cargo >/dev/null 2>&1; then \
+	   echo ">> native core: no cargo on this machine; the planners run the Python reference (same plans, slower)"; \
+	 else \
+	   echo ">> building the native core (native/, cargo release profile)"; \
+	   { $(PIP) install -q 'maturin>=1.7,<2' && \
+	     VIRTUAL_ENV=$(abspath $(VENV)) $(abspath $(VENV))/bin/maturin develop --release \
+	       -m native/Cargo.toml; } >.make/native.log 2>&1 \
+	   || { tail -n 30 .make/native.log; echo ">> native core: build failed (.make/native.log)"; exit 1; }; \
+	   touch $@; \
+	 fi

@@ -39,6 +39,7 @@ from core.config import load
 from core.live import open_admin, read_snapshot
 from sandbox import cluster, traffic
 from sandbox.processes import children_by_parent
+from schemas.snapshot_delta import make_delta
 
 RATE = 35_000  # samples/s: 1,000 brokers x ~1,050 samples per 30 s scrape
 BROKERS = 1000
@@ -237,9 +238,13 @@ class Actions:
 
 
 CHUNK_BYTES = 4 << 20  # the collector's default ([collect] snapshot_chunk_bytes)
+DELTAS = True  # send the collector's failure delta (schemas/snapshot_delta.py)
 
 
-def _templates(base: dict[str, Any]) -> tuple[list[bytes], list[bytes], str]:
+Templates = tuple[list[bytes], list[bytes], str, bytes]
+
+
+def _templates(base: dict[str, Any]) -> Templates:
     """The snapshot before and after one dir of the second broker fails, as the chunks
     the collector would send, with the cluster id, time and snapshot id left to fill in
     (a fleet's snapshot is ~30 MB: split once, not per episode); and the (broker, dir)
@@ -255,7 +260,8 @@ def _templates(base: dict[str, Any]) -> tuple[list[bytes], list[bytes], str]:
                            if d["path"] == path else d for d in b["log_dirs"]]}
         if b["id"] == broker else b for b in doc["brokers"]]}
     after, _ = split(failed, "@@SID@@", CHUNK_BYTES)
-    return before, after, f"broker {broker} {path}"
+    delta = json.dumps(make_delta(failed, {broker}, "@@BASE@@", "bench")).encode()
+    return before, after, f"broker {broker} {path}", delta
 
 
 def _send_snapshot(send: Any, topic: str, template: list[bytes], cid: str,
@@ -272,7 +278,7 @@ def _send_snapshot(send: Any, topic: str, template: list[bytes], cid: str,
 
 
 def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: str,
-            templates: tuple[list[bytes], list[bytes], str] | None = None,
+            templates: Templates | None = None,
             one_at_a_time: bool = False) -> list[float]:
     """Failure episodes, each on a new cluster id: the snapshot, a ZooKeeper notification
     a second later, the snapshot showing the dir offline a second after that; the next
@@ -280,7 +286,7 @@ def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: s
     event -> first fix or page; returns the received latencies."""
     from core.bus import producer
 
-    before, after, _where = templates or _templates(base)
+    before, after, _where, delta = templates or _templates(base)
     mark = len(job.progress)
     send = producer(config, **{"linger.ms": 0})
     actions = Actions(config)
@@ -299,6 +305,14 @@ def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: s
         started[cid] = now.timestamp()
         send.produce(config.topic("logdir-events"), json.dumps(event).encode())
         send.flush(10)
+        if DELTAS:  # the collector's probe names the broker, and its delta goes at once
+            time.sleep(0.2)
+            send.produce(config.topic("cluster-snapshots"),
+                         delta.replace(b"@@CID@@", cid.encode(), 1)
+                         .replace(b"@@TAKEN@@", clock.text().encode(), 1)
+                         .replace(b"@@BASE@@", taken.encode(), 1),
+                         f"{cid}/delta".encode())
+            send.flush(10)
         time.sleep(1.0)  # the snapshot collector reads the cluster at once: ~1 s
         _send_snapshot(send, config.topic("cluster-snapshots"), after, cid, clock.text())
         send.flush(10)
@@ -328,7 +342,7 @@ def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: s
 
 def loaded_latency(job: Job, config: Any, base: dict[str, Any], episodes: int,
                    label: str = f"under {RATE:,} samples/s",
-                   templates: tuple[list[bytes], list[bytes], str] | None = None,
+                   templates: Templates | None = None,
                    seconds_each: float = 4.0) -> list[float]:
     ctx = multiprocessing.get_context("spawn")
     report: Any = ctx.Queue()
@@ -512,7 +526,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="which figures, comma-separated (default: all)")
     parser.add_argument("--fleet-episodes", type=int, default=10,
                         help="failures on the fleet-sized snapshot")
+    parser.add_argument("--no-delta", action="store_true",
+                        help="no failure delta: the fix waits for the full snapshot")
     args = parser.parse_args(argv)
+    global DELTAS
+    DELTAS = not args.no_delta
     parts = set(args.parts.split(","))
     print(f"stream: the detection job on a 3-broker sandbox, local[2]; load {RATE:,} "
           "samples/s of broker metrics")

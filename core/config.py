@@ -5,40 +5,44 @@ the environment (``SELFHEAL_<SECTION>_<KEY>``, e.g. ``SELFHEAL_DETECT_DISK_SKEW_
 ``SELFHEAL_POLICY`` for the policy path). When no bootstrap servers are configured, a
 registered cluster fallback fills in the cluster: the sandbox registers one (from above,
 see `register_cluster_fallback`), so every command works on it with no configuration.
+
+Every key is declared once below with its type, default, check and meaning (`doc`);
+docs/config-reference.md and core/selfheal.example.toml are generated from these
+declarations (`make config-reference`), and a test fails when either is stale.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
-import types
-import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from core.config_fields import (
+from core.config_values import (
+    CONFIG_ENV,
+    Builder,
     ConfigError,
-    _at_least,
-    _field,
-    _key,
-    _one_of,
-    _opt,
-    _port,
-    _positive,
-    _servers,
-    _topic_prefix,
-    _url,
+    at_least,
+    env_var,
+    one_of,
+    optional,
+    port,
+    positive,
+    read_env,
+    read_file,
+    servers,
+    signing_key,
+    topic_prefix,
+    url,
 )
+from core.config_values import field as _field
 from core.security import ExporterSecurity, KafkaSecurity, ZooKeeperSecurity
 from schemas.registry import DEFAULT_PREFIX, TOPICS
 
-__all__ = ["ConfigError", "Config", "load", "register_cluster_fallback"]
+__all__ = ["SECTIONS", "Config", "ConfigError", "default_state_dir", "env_var", "load",
+           "register_cluster_fallback"]
 
-ENV_PREFIX = "SELFHEAL_"
-CONFIG_ENV = "SELFHEAL_CONFIG"
-POLICY_ENV = "SELFHEAL_POLICY"
 
 def default_state_dir() -> Path:
     """``$XDG_STATE_HOME/kafka-selfheal`` (next to the sandbox's own state)."""
@@ -54,143 +58,206 @@ def _sqlite() -> Path:
     return default_state_dir() / "actions.sqlite"
 
 
+_STATE = "$XDG_STATE_HOME/kafka-selfheal"  # $XDG_STATE_HOME unset: ~/.local/state
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class ClusterConfig:
-    """The monitored Kafka cluster."""
+    """The monitored Kafka cluster. Unset, the running sandbox's (`selfheal sandbox up`)."""
 
-    bootstrap_servers: str | None = _field(None, _opt(_servers))
-    zookeeper_connect: str | None = _field(None)
-    # KRaft by default: every Kafka 4.x cluster; "zk" for Kafka 3.9 and older on ZooKeeper
-    mode: str = _field("kraft", _one_of("zk", "kraft"))
-    cluster_id: str | None = _field(None)
-    exporter_urls: tuple[str, ...] = _field(())
-    # HMAC key over every action on the bus: the job and the CLI sign with it, serve runs
-    # only what it verifies (core/signing.py). One long random secret per cluster.
-    action_signing_key: str | None = _field(None, _opt(_key), secret=True)
+    bootstrap_servers: str | None = _field(
+        None, optional(servers), example='"kafka-1:9092,kafka-2:9092"',
+        doc="The monitored cluster's bootstrap servers, host:port[,host:port...].")
+    zookeeper_connect: str | None = _field(
+        None, example='"zk-1:2181"',
+        doc="Its ZooKeeper, for a cluster in ZooKeeper mode (Kafka 3.9 and older) only.")
+    mode: str = _field(
+        "kraft", one_of("zk", "kraft"),
+        doc="\"kraft\" (every Kafka 4.x) or \"zk\" for Kafka 3.9 and older on ZooKeeper.")
+    cluster_id: str | None = _field(
+        None, example='"prod-eu-1"',
+        doc="The name actions, checkpoints and stores are keyed by; unset, the id Kafka "
+            "reports.")
+    exporter_urls: tuple[str, ...] = _field(
+        (), example='["1=http://kafka-1:7071/metrics"]',
+        doc="One JMX exporter per broker as <broker id>=<url>; a plain URL is matched to "
+            "the one broker on its host. Empty: see [collect] exporter_port.")
+    action_signing_key: str | None = _field(
+        None, optional(signing_key), secret=True, example='"<64 hex>"',
+        doc="HMAC key over every action on the bus: the job and `selfheal execute` sign "
+            "with it, serve runs only what it verifies. Required by stream, serve and "
+            "execute; one long random secret per cluster "
+            "(`python3 -c 'import secrets; print(secrets.token_hex(32))'`).")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class BusConfig:
     """The Kafka that carries the selfheal.* topics; unset, the monitored cluster."""
 
-    bootstrap_servers: str | None = _field(None, _opt(_servers))
-    topic_prefix: str = _field(DEFAULT_PREFIX, _topic_prefix)
+    bootstrap_servers: str | None = _field(
+        None, optional(servers), example='"bus-1:9092"',
+        doc="The bus's bootstrap servers; unset, [cluster] bootstrap_servers.")
+    topic_prefix: str = _field(
+        DEFAULT_PREFIX, topic_prefix, doc="Prefix of every selfheal topic's name.")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class CollectConfig:
-    scrape_interval_seconds: float = _field(10.0, _positive)
-    snapshot_interval_seconds: float = _field(60.0, _positive)
-    request_timeout_seconds: float = _field(5.0, _positive)
-    backoff_initial_seconds: float = _field(1.0, _positive)
-    backoff_max_seconds: float = _field(60.0, _positive)
-    # With no [cluster] exporter_urls, scrape http://<broker host>:<exporter_port><path>
-    # for every broker the Admin API lists.
-    exporter_port: int | None = _field(None, _opt(_port))
-    exporter_path: str = _field("/metrics")
-    # Cheap DescribeLogDirs probe (dir errors only, no partitions) between full snapshots.
-    log_dir_probe_interval_seconds: float = _field(2.0, _positive)
-    # The ZooKeeper collector re-reads both paths this often, in case a watch was lost.
-    zk_resync_interval_seconds: float = _field(30.0, _positive)
-    # Log-dir events closer together than this make one snapshot.
-    event_coalesce_seconds: float = _field(0.2, _at_least(0.0))
-    # Each collector's own Prometheus endpoint; port 0 picks a free one and prints it.
-    http_host: str = _field("127.0.0.1")
-    metrics_http_port: int = _field(0, _port)
-    zk_http_port: int = _field(0, _port)
-    snapshots_http_port: int = _field(0, _port)
-    # A snapshot crosses the bus in chunks of at most this many bytes of JSON, then a
-    # manifest (schemas/snapshot_chunks.py); 4 KiB to the 8 MiB a chunk record may be.
-    snapshot_chunk_bytes: int = _field(4 << 20, lambda v: None if 4096 <= v <= 8 << 20
-                                       else "must be 4096 to 8388608")
+    """The three collectors (`selfheal collect metrics|zk|snapshots`)."""
+
+    scrape_interval_seconds: float = _field(10.0, positive,
+                                            doc="How often the JMX exporters are scraped.")
+    snapshot_interval_seconds: float = _field(
+        60.0, positive, doc="How often a full cluster snapshot (Metadata, DescribeLogDirs, "
+                            "consumer groups) is taken; events trigger more.")
+    request_timeout_seconds: float = _field(5.0, positive,
+                                            doc="One scrape or Admin request at most.")
+    backoff_initial_seconds: float = _field(
+        1.0, positive, doc="After a failed scrape or request, wait this long, doubling ...")
+    backoff_max_seconds: float = _field(60.0, positive, doc="... up to this.")
+    exporter_port: int | None = _field(
+        None, optional(port), example="7071",
+        doc="With no [cluster] exporter_urls, every broker the Admin API lists is scraped "
+            "at http://<its host>:<exporter_port><exporter_path>.")
+    exporter_path: str = _field("/metrics", doc="The exporters' path (see exporter_port).")
+    log_dir_probe_interval_seconds: float = _field(
+        2.0, positive, doc="A cheap DescribeLogDirs probe (dir errors only, no partitions) "
+                           "between full snapshots; any change triggers one.")
+    zk_resync_interval_seconds: float = _field(
+        30.0, positive, doc="The ZooKeeper collector re-reads both paths this often, in "
+                            "case a watch was lost.")
+    event_coalesce_seconds: float = _field(
+        0.2, at_least(0.0), doc="Log-dir events closer together than this make one snapshot.")
+    http_host: str = _field("127.0.0.1", doc="Where each collector serves its /metrics.")
+    metrics_http_port: int = _field(0, port, doc="`collect metrics`'s /metrics port; 0 "
+                                                 "picks a free one and prints it.")
+    zk_http_port: int = _field(0, port, doc="`collect zk`'s /metrics port (0: a free one).")
+    snapshots_http_port: int = _field(0, port, doc="`collect snapshots`'s /metrics port "
+                                                   "(0: a free one).")
+    snapshot_chunk_bytes: int = _field(
+        4 << 20, lambda v: None if 4096 <= v <= 8 << 20 else "must be 4096 to 8388608",
+        doc="A snapshot crosses the bus in chunks of at most this many bytes of JSON, then "
+            "a manifest; 4 KiB to the 8 MiB a chunk record may be.")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class DetectConfig:
-    # A dir is skewed above threshold x its broker's mean usage ratio (plan/disks.py).
-    disk_skew_threshold: float = _field(1.10, _at_least(1.0))
-    # Skew must last this long before a move is proposed: a burst of writes is not skew.
-    skew_window_seconds: float = _field(300.0, _positive)
-    # A broker leading more than threshold x its fair share of partitions is imbalanced.
-    leader_imbalance_threshold: float = _field(1.10, _at_least(1.0))
-    # Skew smaller than this (bytes above the limit) is not worth a move: near-empty
-    # dirs are "skewed" by a few segments.
-    disk_skew_min_bytes: int = _field(1 << 30, _at_least(0))
-    # Leaders must stay unbalanced this long; Kafka's own preferred-leader rebalance
-    # (leader.imbalance.check.interval.seconds, 300 s) gets the first go.
-    leader_window_seconds: float = _field(600.0, _positive)
-    # A log-dir failure signal that names no dir (a ZooKeeper notification) is tied to
-    # the dir a gauge or snapshot shows offline within this long.
-    signal_window_seconds: float = _field(120.0, _positive)
-    # An offline dir is planned from a snapshot taken after its first signal (the
-    # collector takes one at once): an older one may not know partitions created since.
-    # Past this wait with none, the latest snapshot is used, the dir marked offline.
-    fresh_snapshot_wait_seconds: float = _field(15.0, _at_least(0.0))
-    # A broker that stops while one of its dirs is failed is paged unless it is back
-    # within this long (an operator restarting it after replacing the disk).
-    broker_return_grace_seconds: float = _field(60.0, _at_least(0.0))
-    # A broker gone (deregistered, or fenced) this long with no log-dir failure open gets
-    # its replicas re-replicated on the others; back before that, nothing is done.
-    broker_death_grace_seconds: float = _field(60.0, _at_least(0.0))
-    # A record dated more than this ahead of the job's clock is dead-lettered: one record
-    # from the far future would move event time (and the watermark) for its whole cluster.
-    max_clock_ahead_seconds: float = _field(300.0, _positive)
-    # A consumer group whose rack locality stays this far below what its KIP-881 plan
-    # achieves (a share, 0..1) for consumer_locality_window_seconds gets an
-    # assign_consumers action; a rebalance in progress is not a reason.
-    consumer_locality_margin: float = _field(0.10, _at_least(0.0))
-    consumer_locality_window_seconds: float = _field(300.0, _positive)
+    """What the job counts as wrong, and how long it waits before acting."""
+
+    disk_skew_threshold: float = _field(
+        1.10, at_least(1.0), doc="A dir is skewed above this x its broker's mean usage "
+                                 "ratio (as the disk planner measures it).")
+    skew_window_seconds: float = _field(
+        300.0, positive, doc="Skew must last this long before a move is proposed: a burst "
+                             "of writes is not skew.")
+    leader_imbalance_threshold: float = _field(
+        1.10, at_least(1.0), doc="A broker leading more than this x its fair share of "
+                                 "partitions is imbalanced.")
+    disk_skew_min_bytes: int = _field(
+        1 << 30, at_least(0), doc="Skew smaller than this (bytes above the limit) is not "
+                                  "worth a move: near-empty dirs are skewed by a few segments.")
+    leader_window_seconds: float = _field(
+        600.0, positive, doc="Leaders must stay unbalanced this long; Kafka's own preferred-"
+                             "leader rebalance (300 s) gets the first go.")
+    signal_window_seconds: float = _field(
+        120.0, positive, doc="A failure signal that names no dir (a ZooKeeper notification) "
+                             "is tied to the dir a gauge or snapshot shows offline within this.")
+    fresh_snapshot_wait_seconds: float = _field(
+        15.0, at_least(0.0), doc="An offline dir is planned from a snapshot taken after its "
+                                 "first signal; past this wait with none, from the latest "
+                                 "one with the dir marked offline.")
+    broker_return_grace_seconds: float = _field(
+        60.0, at_least(0.0), doc="A broker that stops while one of its dirs is failed is "
+                                 "paged unless back within this (a restart after a disk "
+                                 "replacement).")
+    broker_death_grace_seconds: float = _field(
+        60.0, at_least(0.0), doc="A broker gone this long with no log-dir failure open has "
+                                 "its replicas re-replicated on the others.")
+    max_clock_ahead_seconds: float = _field(
+        300.0, positive, doc="A record dated further ahead of the job's clock is dead-"
+                             "lettered: it would move event time for its whole cluster.")
+    consumer_locality_margin: float = _field(
+        0.10, at_least(0.0), doc="A consumer group reading this share (0..1) less on its "
+                                 "own racks than its KIP-881 plan achieves ...")
+    consumer_locality_window_seconds: float = _field(
+        300.0, positive, doc="... for this long gets an assign_consumers action.")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class StreamConfig:
-    checkpoint_dir: Path = dataclasses.field(default_factory=_checkpoints)
-    # One micro-batch per second: a failure reaches selfheal.actions within ~2-3 s
-    # (snapshot ~1 s after the event, then up to a trigger interval plus a batch).
-    trigger_interval_seconds: float = _field(1.0, _positive)
-    # Event-time watermark delay: how late a record may come and still date a failure.
-    watermark_delay_seconds: float = _field(60.0, _positive)
-    # Caps a micro-batch after downtime, so catching up never loads hours at once:
-    # broker-metrics records per batch, and snapshots (tens of MB each) per batch.
-    # Log-dir events are never held back.
-    max_offsets_per_trigger: int = _field(250_000, _positive)
-    # Snapshot records (chunks of up to [collect] snapshot_chunk_bytes, and manifests).
-    max_snapshots_per_trigger: int = _field(32, _positive)
-    # Where a job with a new checkpoint starts; afterwards the checkpoint says.
-    starting_offsets: str = _field("latest", _one_of("latest", "earliest"))
-    # The job's Prometheus endpoint; port 0 picks a free one and prints it.
-    http_host: str = _field("127.0.0.1")
-    metrics_http_port: int = _field(0, _port)
-    # Tasks that decode and validate a micro-batch: each Great Expectations run costs
-    # ~0.15 s before its first row, so one task per batch suits a small machine; 0 is
-    # one per core (Spark's default parallelism).
-    validate_tasks: int = _field(1, _at_least(0))
-    # Partitions of the detector's state (keyed by cluster). Fixed when a checkpoint is
-    # created: more only pay off with many monitored clusters.
-    state_partitions: int = _field(1, _positive)
-    # A query that fails while it runs (a bus outage in mid-batch: an executor's fetch or
-    # the sink's delivery timed out) is started again from its checkpoint, this many times
-    # in a row, 5 s apart and doubling up to a minute; a query that ran 10 minutes since
-    # resets the count. 0: a failed query ends the job (exit 1).
-    query_restarts: int = _field(5, _at_least(0))
+    """The detection job (`selfheal stream`)."""
+
+    checkpoint_dir: Path = _field(
+        factory=_checkpoints, shown=f"{_STATE}/checkpoints",
+        example='"/var/lib/kafka-selfheal/checkpoints"',
+        doc="Spark's checkpoint (offsets and the detector's state), one folder per cluster "
+            "and bus inside it ($XDG_STATE_HOME unset: ~/.local/state). Back it up with the job "
+            "stopped.")
+    trigger_interval_seconds: float = _field(
+        1.0, positive, doc="One micro-batch this often: latency is about a snapshot (~1 s) "
+                           "plus this plus a batch.")
+    watermark_delay_seconds: float = _field(
+        60.0, positive, doc="How late a record may come and still date a failure.")
+    max_offsets_per_trigger: int = _field(
+        250_000, positive, doc="Broker-metrics records per micro-batch at most, so catching "
+                               "up never loads hours at once (log-dir events are never held "
+                               "back).")
+    max_snapshots_per_trigger: int = _field(
+        32, positive, doc="Snapshot records (chunks and manifests) per micro-batch at most.")
+    starting_offsets: str = _field(
+        "latest", one_of("latest", "earliest"),
+        doc="Where a job with a new checkpoint starts (the snapshots: at the cluster's "
+            "last one); afterwards the checkpoint says.")
+    http_host: str = _field("127.0.0.1", doc="Where the job serves its /metrics.")
+    metrics_http_port: int = _field(0, port, doc="The job's /metrics port (0: a free one, "
+                                                 "printed).")
+    validate_tasks: int = _field(
+        1, at_least(0), doc="Tasks validating a micro-batch; each Great Expectations run "
+                            "costs ~0.15 s before its first row. 0: one per core.")
+    state_partitions: int = _field(
+        1, positive, doc="Partitions of the detector's state (keyed by cluster); fixed when "
+                         "a checkpoint is created.")
+    query_restarts: int = _field(
+        5, at_least(0), doc="A query that fails while it runs starts again from its "
+                            "checkpoint this many times in a row (5 s apart, doubling to a "
+                            "minute; 10 healthy minutes reset the count). 0: the job exits 1.")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ServeConfig:
-    sqlite_path: Path = dataclasses.field(default_factory=_sqlite)
-    http_host: str = _field("127.0.0.1")
-    http_port: int = _field(8787, _port)
-    link_secret: str | None = _field(None, secret=True)  # signs one-click approval links
-    api_token: str | None = _field(None, secret=True)  # bearer token for the HTTP API
-    # What approval links start with (they go into pager alerts); unset: http://host:port.
-    link_base_url: str | None = _field(None, _opt(_url))
-    # ZooKeeper for the one-active-executor lock; unset: the cluster's own ZooKeeper, and
-    # in KRaft without one, a lease through a Kafka consumer group on the bus.
-    lock_zookeeper: str | None = _field(None)
-    intake_group: str = _field("selfheal-executor")  # consumer group on selfheal.actions
-    tick_seconds: float = _field(1.0, _positive)  # how often the executor re-reads the cluster
-    execution_timeout_seconds: float = _field(3600.0, _positive)  # then reverted: failed
-    verify_timeout_seconds: float = _field(120.0, _positive)  # target state not seen: failed
+    """`selfheal serve`: the executor, the approval pages, the API and the webhook."""
+
+    sqlite_path: Path = _field(
+        factory=_sqlite, shown=f"{_STATE}/actions.sqlite",
+        example='"/var/lib/kafka-selfheal/actions.sqlite"',
+        doc="The action store (SQLite, WAL): actions, audit, approvals, pages. Shared by "
+            "every serve of the cluster ($XDG_STATE_HOME unset: ~/.local/state); back it up "
+            "with `sqlite3 .backup`.")
+    http_host: str = _field("127.0.0.1", doc="Where serve listens.")
+    http_port: int = _field(8787, port, doc="serve's port (0: a free one, printed).")
+    link_secret: str | None = _field(
+        None, secret=True, example='"..."',
+        doc="Signs one-click approval links; unset, serve makes one and keeps it in the "
+            "store.")
+    api_token: str | None = _field(
+        None, secret=True, example='"..."',
+        doc="Bearer token of the HTTP API and the Alertmanager webhook; unset, serve makes "
+            "one, keeps it in the store and prints it.")
+    link_base_url: str | None = _field(
+        None, optional(url), example='"https://selfheal.example.com"',
+        doc="What approval links start with (they go into pages); unset, http://host:port.")
+    lock_zookeeper: str | None = _field(
+        None, example='"zk-1:2181"',
+        doc="ZooKeeper for the one-active-executor lock; unset, the cluster's own, and in "
+            "KRaft without one a consumer-group lease on the bus.")
+    intake_group: str = _field("selfheal-executor",
+                               doc="Consumer group reading the actions topic.")
+    tick_seconds: float = _field(1.0, positive,
+                                 doc="How often the executor re-reads the cluster.")
+    execution_timeout_seconds: float = _field(
+        3600.0, positive, doc="Moves not done by then are reverted and the action fails.")
+    verify_timeout_seconds: float = _field(
+        120.0, positive, doc="Target state not seen this long after the moves: failed.")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -198,19 +265,23 @@ class PagerConfig:
     """Where `serve` sends pages (the alerts Alertmanager hands it, with the fix's one-click
     link): PagerDuty's Events API v2 and/or a Slack incoming webhook. Neither set: no pages."""
 
-    pagerduty_url: str = _field("https://events.pagerduty.com/v2/enqueue", _url)
-    # The Events API v2 integration key of the PagerDuty service; unset: PagerDuty is off.
-    pagerduty_routing_key: str | None = _field(None, secret=True)
-    # A Slack incoming-webhook URL (it is the secret); unset: Slack is off.
-    slack_webhook_url: str | None = _field(None, _opt(_url), secret=True)
-    # A page that could not be delivered (pager down, 5xx, 429, timeout) is tried again
-    # after retry_initial_seconds, doubling up to retry_max_seconds, until it is delivered.
-    retry_initial_seconds: float = _field(1.0, _positive)
-    retry_max_seconds: float = _field(300.0, _positive)
-    request_timeout_seconds: float = _field(10.0, _positive)
-    # A storage alert waits this long for the fix to be proposed, so its first page carries
-    # the one-click link; past it, it pages without one (the link follows when it exists).
-    link_wait_seconds: float = _field(30.0, _at_least(0.0))
+    pagerduty_url: str = _field("https://events.pagerduty.com/v2/enqueue", url,
+                                doc="The Events API v2 endpoint.")
+    pagerduty_routing_key: str | None = _field(
+        None, secret=True, example='"..."',
+        doc="The PagerDuty service's Events API v2 integration key; unset, PagerDuty is off.")
+    slack_webhook_url: str | None = _field(
+        None, optional(url), secret=True, example='"https://hooks.slack.com/services/..."',
+        doc="A Slack incoming-webhook URL (it is the secret); unset, Slack is off.")
+    retry_initial_seconds: float = _field(
+        1.0, positive, doc="An undelivered page (pager down, 5xx, 429, timeout) is tried "
+                           "again after this, doubling ...")
+    retry_max_seconds: float = _field(300.0, positive,
+                                      doc="... up to this, until it is delivered.")
+    request_timeout_seconds: float = _field(10.0, positive, doc="One delivery attempt.")
+    link_wait_seconds: float = _field(
+        30.0, at_least(0.0), doc="A storage alert waits this long for its fix, so its first "
+                                 "page carries the link; past it, it pages without one.")
 
 
 SECTIONS: dict[str, type] = {
@@ -226,6 +297,9 @@ SECTIONS: dict[str, type] = {
     "cluster.zookeeper_security": ZooKeeperSecurity,
     "cluster.exporter_security": ExporterSecurity,
 }
+
+POLICY_DOC = ("The executor's policy file (what runs by itself, limits, the breaker); "
+              "relative to this file. Unset: the built-in defaults.")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -243,7 +317,7 @@ class Config:
         default_factory=ZooKeeperSecurity)
     cluster_exporter_security: ExporterSecurity = dataclasses.field(
         default_factory=ExporterSecurity)
-    policy: Path | None = None  # the executor's policy TOML; None: its built-in defaults
+    policy: Path | None = None  # POLICY_DOC; None: the executor's built-in defaults
     # Where the values came from, lowest precedence first, for `--explain` style output.
     sources: tuple[str, ...] = ()
 
@@ -264,147 +338,6 @@ class Config:
         return self.cluster.bootstrap_servers
 
 
-def _base(hint: Any) -> Any:
-    """``X | None`` -> X."""
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        (inner,) = [a for a in typing.get_args(hint) if a is not type(None)]
-        return inner
-    return hint
-
-
-def _shown(raw: Any, secret: bool) -> str:
-    return f"a value of {len(str(raw))} characters" if secret else repr(raw)
-
-
-def _coerce(raw: Any, hint: Any, key: str, where: str, from_env: bool,
-            relative_to: Path | None, secret: bool = False) -> Any:
-    """Turn a TOML value or an environment string into the field's type."""
-    optional = type(None) in typing.get_args(hint)
-    kind = _base(hint)
-
-    def bad(expected: str) -> ConfigError:
-        return ConfigError(f"{key} {where}: expected {expected}, got {_shown(raw, secret)}")
-
-    if from_env and raw == "" and optional:
-        return None  # an empty variable unsets a value the file gave
-    if kind is str:
-        if not isinstance(raw, str):
-            raise bad("a string")
-        return raw
-    if kind is bool:
-        if from_env and raw.lower() in ("true", "false"):
-            return raw.lower() == "true"
-        if not isinstance(raw, bool):
-            raise bad("true or false")
-        return raw
-    if kind is int:
-        if from_env:
-            try:
-                return int(raw)
-            except ValueError:
-                raise bad("an integer") from None
-        if isinstance(raw, bool) or not isinstance(raw, int):
-            raise bad("an integer")
-        return raw
-    if kind is float:
-        if from_env:
-            try:
-                return float(raw)
-            except ValueError:
-                raise bad("a number") from None
-        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-            raise bad("a number")
-        return float(raw)
-    if kind is Path:
-        if not isinstance(raw, str) or not raw:
-            raise bad("a path")
-        path = Path(raw).expanduser()
-        # Relative paths in a file mean "next to the file", so a config dir can move.
-        return relative_to / path if relative_to is not None and not path.is_absolute() else path
-    if typing.get_origin(kind) is tuple:
-        items = raw.split(",") if isinstance(raw, str) else raw
-        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-            raise bad("a list of strings (or one comma-separated string)")
-        return tuple(i.strip() for i in items if i.strip())
-    raise TypeError(f"config field {key} has unsupported type {hint}")
-
-
-class _Builder:
-    """Collects values section by section, remembering which keys were set explicitly."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
-        self.policy: Path | None = None
-        self.sources: list[str] = []
-
-    def set(self, section: str, key: str, raw: Any, where: str, from_env: bool,
-            relative_to: Path | None = None) -> None:
-        cls = SECTIONS[section]
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        if key not in fields:
-            raise ConfigError(f"unknown key {section}.{key} {where}; known: "
-                              + ", ".join(fields))
-        hints = typing.get_type_hints(cls)
-        full = f"{section}.{key}"
-        secret = not fields[key].repr  # _field(secret=True): never echoed in an error
-        value = _coerce(raw, hints[key], full, where, from_env, relative_to, secret)
-        check = fields[key].metadata.get("check")
-        problem = check(value) if check and value is not None else None
-        if problem:
-            raise ConfigError(f"{full} {where}: {problem}, got {_shown(raw, secret)}")
-        self.values[section][key] = value
-
-    def is_set(self, section: str, key: str) -> bool:
-        return key in self.values[section]
-
-
-def _read_file(builder: _Builder, path: Path) -> None:
-    where = f"in {path}"
-    try:
-        with path.open("rb") as fh:
-            doc = tomllib.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist; fix ${CONFIG_ENV} or the "
-                          "--config path, or leave both unset for the defaults") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
-    for name, body in doc.items():
-        if name == "policy":
-            builder.policy = _coerce(body, Path | None, "policy", where, False, path.parent)
-        elif name in SECTIONS:
-            if not isinstance(body, dict):
-                raise ConfigError(f"{name} {where}: expected a [{name}] table")
-            for key, raw in body.items():
-                if f"{name}.{key}" in SECTIONS and isinstance(raw, dict):  # [cluster.security]
-                    for sub, value in raw.items():
-                        builder.set(f"{name}.{key}", sub, value, where, False, path.parent)
-                else:
-                    builder.set(name, key, raw, where, False, path.parent)
-        else:
-            raise ConfigError(f"unknown section or key {name!r} {where}; known: "
-                              + ", ".join([*SECTIONS, "policy"]))
-    builder.sources.append(str(path))
-
-
-def _read_env(builder: _Builder, env: Mapping[str, str]) -> None:
-    used = False
-    for var, raw in sorted(env.items()):
-        if var == POLICY_ENV:
-            builder.policy = None if raw == "" else Path(raw).expanduser()
-            used = True
-            continue
-        # Longest section first: SELFHEAL_CLUSTER_SECURITY_PROTOCOL is [cluster.security].
-        for section in sorted(SECTIONS, key=len, reverse=True):
-            head = f"{ENV_PREFIX}{section.upper().replace('.', '_')}_"
-            if var.startswith(head):
-                key = var[len(head):].lower()
-                builder.set(section, key, raw, f"from {var}", True)
-                used = True
-                break
-    if used:
-        builder.sources.append("environment")
-
-
 # A source of cluster defaults for when none is configured: (values, where) or None.
 # The product ships none; a layer above it (the sandbox) registers one, so every command
 # works on the local cluster with no configuration while the product never imports it.
@@ -418,7 +351,7 @@ def register_cluster_fallback(fallback: ClusterFallback) -> None:
         _CLUSTER_FALLBACKS.append(fallback)
 
 
-def _from_fallbacks(builder: _Builder, env: Mapping[str, str]) -> None:
+def _from_fallbacks(builder: Builder, env: Mapping[str, str]) -> None:
     """Fill the cluster section from the first registered fallback that has a cluster."""
     for fallback in _CLUSTER_FALLBACKS:
         found = fallback(env)
@@ -436,11 +369,11 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None,
          use_fallbacks: bool = True) -> Config:
     """The configuration from defaults, ``path`` (else ``$SELFHEAL_CONFIG``) and ``env``."""
     env = os.environ if env is None else env
-    builder = _Builder()
+    builder = Builder(SECTIONS)
     file = path if path is not None else env.get(CONFIG_ENV) or None
     if file is not None:
-        _read_file(builder, Path(file).expanduser())
-    _read_env(builder, env)
+        read_file(builder, Path(file).expanduser())
+    read_env(builder, env)
     if use_fallbacks and not builder.is_set("cluster", "bootstrap_servers"):
         _from_fallbacks(builder, env)
     cluster_servers = builder.values["cluster"].get("bootstrap_servers")

@@ -18,8 +18,10 @@ from functools import cached_property
 from itertools import groupby
 from operator import attrgetter, lt
 from pathlib import Path
+from types import ModuleType
 from typing import IO
 
+from schemas import native
 from schemas.snapshot import (
     Broker,
     DirReplicas,
@@ -92,12 +94,29 @@ class ClusterModel:
             b: {path: DirReplicas(b, path) for path in (*dirs, None)}
             for b, dirs in self.dirs.items()
         }
-        for i, p in enumerate(self.partitions):
-            for r in p.replicas:
-                bucket = by_broker[r.broker][r.log_dir]
-                bucket.sizes.append(r.size_bytes)
-                bucket.partitions.append(i)
+        fast = native.core()
+        if fast is None or not self._dir_index_native(fast, by_broker):
+            for i, p in enumerate(self.partitions):
+                for r in p.replicas:
+                    bucket = by_broker[r.broker][r.log_dir]
+                    bucket.sizes.append(r.size_bytes)
+                    bucket.partitions.append(i)
         return {(b, path): d for b, dirs in by_broker.items() for path, d in dirs.items()}
+
+    def _dir_index_native(
+        self, fast: ModuleType, by_broker: dict[int, dict[str | None, DirReplicas]]
+    ) -> bool:
+        """The same pass compiled; False (nothing filled) when it cannot take the input."""
+        buckets = [d for dirs in by_broker.values() for d in dirs.values()]
+        try:
+            found = fast.dir_index(self.partitions, [(d.broker, d.path) for d in buckets])
+        except OverflowError:  # a size over 64 bits: the reference handles any int
+            return False
+        if found is None:
+            return False
+        for d, (sizes, partitions) in zip(buckets, found, strict=True):
+            d.sizes, d.partitions = sizes, partitions
+        return True
 
     def _has_dir_index(self) -> bool:
         return bool(self.snapshot.replicas_by_dir) or "replicas_by_dir" in self.__dict__
@@ -121,6 +140,11 @@ class ClusterModel:
         else:
             counts, sizes = dict.fromkeys(ids, 0), dict.fromkeys(ids, 0)
             flagged = {b: b in suspect for b in ids}
+        fast = native.core()
+        if fast is not None:
+            done = self._broker_totals_native(fast)
+            if done is not None:
+                return done
         is_offline = self.is_offline
         found: list[int] = []
         for i, p in enumerate(self.partitions):
@@ -133,6 +157,22 @@ class ClusterModel:
         return BrokerTotals(
             {b: counts[b] for b in ids}, {b: sizes[b] for b in ids}, tuple(dict.fromkeys(found))
         )
+
+    def _broker_totals_native(self, fast: ModuleType) -> BrokerTotals | None:
+        """The same pass compiled; None when it cannot take the input."""
+        ids = list(self.brokers)
+        try:
+            found = fast.broker_totals(
+                self.partitions, ids, list(self.alive), list(self.brokers_with_offline_dir),
+                list(self.offline_dirs),
+            )
+        except OverflowError:  # a figure over 64 bits: the reference handles any int
+            return None
+        if found is None:
+            return None
+        counts, sizes, offline = found
+        return BrokerTotals(dict(zip(ids, counts, strict=True)),
+                            dict(zip(ids, sizes, strict=True)), tuple(offline))
 
     @cached_property
     def partitions_with_offline_replicas(self) -> tuple[int, ...]:

@@ -17,7 +17,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from core.config_fields import ConfigError, _field, _one_of, _opt, _url
+from core.config_values import ConfigError, one_of, optional, url
+from core.config_values import field as _field
 
 log = logging.getLogger("selfheal.security")
 
@@ -54,23 +55,32 @@ class KafkaSecurity:
     """[cluster.security] and [bus.security] (the bus takes the cluster's while it is the
     cluster). Unset: PLAINTEXT, no authentication."""
 
-    protocol: str = _field("PLAINTEXT", _one_of(*PROTOCOLS))
-    sasl_mechanism: str | None = _field(None, _opt(_one_of(*MECHANISMS)))
-    # SASL user; OAUTHBEARER: the OIDC client id; GSSAPI: the Kerberos principal.
-    username: str | None = _field(None)
-    # The password (OAUTHBEARER: the client secret) from this file, else this variable.
-    password_file: Path | None = _field(None)
-    password_env: str | None = _field(None)
-    oauth_token_url: str | None = _field(None, _opt(_url))  # OAUTHBEARER: OIDC token endpoint
-    oauth_scope: str | None = _field(None)
-    kerberos_service_name: str = _field("kafka")  # GSSAPI
-    kerberos_keytab: Path | None = _field(None)  # GSSAPI
-    ssl_ca_file: Path | None = _field(None)  # PEM; unset: the system's CAs
-    ssl_cert_file: Path | None = _field(None)  # PEM client certificate (mutual TLS)
-    ssl_key_file: Path | None = _field(None)  # PEM key of that certificate
-    ssl_key_password_file: Path | None = _field(None)
-    ssl_key_password_env: str | None = _field(None)
-    ssl_check_hostname: bool = _field(True)  # the broker's certificate must name its host
+    protocol: str = _field("PLAINTEXT", one_of(*PROTOCOLS),
+                           doc="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.")
+    sasl_mechanism: str | None = _field(
+        None, optional(one_of(*MECHANISMS)), example='"SCRAM-SHA-512"',
+        doc="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (OIDC client credentials) or "
+            "GSSAPI; with a SASL_* protocol.")
+    username: str | None = _field(
+        None, doc="SASL user; OAUTHBEARER: the OIDC client id; GSSAPI: the Kerberos principal.")
+    password_file: Path | None = _field(
+        None, doc="The password (OAUTHBEARER: the client secret) from this file, read at "
+                  "start; mode 600.")
+    password_env: str | None = _field(
+        None, doc="...else from this environment variable (its name, not the password).")
+    oauth_token_url: str | None = _field(None, optional(url),
+                                         doc="OAUTHBEARER: the OIDC token endpoint.")
+    oauth_scope: str | None = _field(None, doc="OAUTHBEARER: the scope asked for, if any.")
+    kerberos_service_name: str = _field("kafka", doc="GSSAPI: the brokers' service name.")
+    kerberos_keytab: Path | None = _field(None, doc="GSSAPI: the keytab.")
+    ssl_ca_file: Path | None = _field(
+        None, doc="PEM CA that signed the brokers' certificates; unset: the system's CAs.")
+    ssl_cert_file: Path | None = _field(None, doc="PEM client certificate (mutual TLS).")
+    ssl_key_file: Path | None = _field(None, doc="PEM key of that certificate.")
+    ssl_key_password_file: Path | None = _field(None, doc="The key's password, from a file.")
+    ssl_key_password_env: str | None = _field(None, doc="...else from this variable.")
+    ssl_check_hostname: bool = _field(
+        True, doc="The broker's certificate must name the host dialled.")
 
     __repr__ = _redacted
 
@@ -87,17 +97,19 @@ class KafkaSecurity:
 class ZooKeeperSecurity:
     """[cluster.zookeeper_security]: kazoo for the ZooKeeper collector and serve's lock."""
 
-    sasl_mechanism: str | None = _field(None, _opt(_one_of("DIGEST-MD5", "GSSAPI")))
-    username: str | None = _field(None)
-    password_file: Path | None = _field(None)
-    password_env: str | None = _field(None)
-    use_ssl: bool = _field(False)
-    ssl_ca_file: Path | None = _field(None)
-    ssl_cert_file: Path | None = _field(None)
-    ssl_key_file: Path | None = _field(None)
-    ssl_key_password_file: Path | None = _field(None)
-    ssl_key_password_env: str | None = _field(None)
-    ssl_check_hostname: bool = _field(True)  # kazoo's own default is off
+    sasl_mechanism: str | None = _field(None, optional(one_of("DIGEST-MD5", "GSSAPI")),
+                                        doc="DIGEST-MD5 or GSSAPI; unset: no SASL.")
+    username: str | None = _field(None, doc="The ZooKeeper SASL user.")
+    password_file: Path | None = _field(None, doc="Its password, from this file (mode 600).")
+    password_env: str | None = _field(None, doc="...else from this variable.")
+    use_ssl: bool = _field(False, doc="TLS to ZooKeeper (its secureClientPort).")
+    ssl_ca_file: Path | None = _field(None, doc="PEM CA that signed ZooKeeper's certificate.")
+    ssl_cert_file: Path | None = _field(None, doc="PEM client certificate, if asked for.")
+    ssl_key_file: Path | None = _field(None, doc="PEM key of that certificate.")
+    ssl_key_password_file: Path | None = _field(None, doc="The key's password, from a file.")
+    ssl_key_password_env: str | None = _field(None, doc="...else from this variable.")
+    ssl_check_hostname: bool = _field(
+        True, doc="ZooKeeper's certificate must name its host (kazoo's own default is off).")
 
     __repr__ = _redacted
 
@@ -106,15 +118,15 @@ class ZooKeeperSecurity:
 class ExporterSecurity:
     """[cluster.exporter_security]: the JMX exporter scrapes (HTTPS, basic auth, mTLS)."""
 
-    username: str | None = _field(None)  # basic auth; unset: none
-    password_file: Path | None = _field(None)
-    password_env: str | None = _field(None)
-    ssl_ca_file: Path | None = _field(None)  # for https:// exporter URLs
-    ssl_cert_file: Path | None = _field(None)  # client certificate (mutual TLS)
-    ssl_key_file: Path | None = _field(None)
-    ssl_key_password_file: Path | None = _field(None)
-    ssl_key_password_env: str | None = _field(None)
-    ssl_check_hostname: bool = _field(True)
+    username: str | None = _field(None, doc="Basic auth user; unset: none.")
+    password_file: Path | None = _field(None, doc="Its password, from this file (mode 600).")
+    password_env: str | None = _field(None, doc="...else from this variable.")
+    ssl_ca_file: Path | None = _field(None, doc="PEM CA for https:// exporter URLs.")
+    ssl_cert_file: Path | None = _field(None, doc="PEM client certificate (mutual TLS).")
+    ssl_key_file: Path | None = _field(None, doc="PEM key of that certificate.")
+    ssl_key_password_file: Path | None = _field(None, doc="The key's password, from a file.")
+    ssl_key_password_env: str | None = _field(None, doc="...else from this variable.")
+    ssl_check_hostname: bool = _field(True, doc="The exporter's certificate must name its host.")
 
     __repr__ = _redacted
 

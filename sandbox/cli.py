@@ -53,7 +53,7 @@ def _up(args: argparse.Namespace) -> int:
 
     state = cluster.up(args.work_dir, brokers=args.brokers, log_dirs=args.log_dirs,
                        racks=args.racks, mode=args.mode, kafka=args.kafka,
-                       progress=_progress)
+                       security=args.security, progress=_progress)
     print(state.bootstrap_servers)
     return 0
 
@@ -204,6 +204,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    f"{versions.OLDEST_LINE} is the last with ZooKeeper mode)")
     p.add_argument("--mode", choices=("zk", "kraft"), default=None,
                    help="KRaft (default; KIP-858 JBOD) or ZooKeeper (Kafka 3.9 only)")
+    p.add_argument("--security", choices=("sasl_ssl", "mtls"), default=None,
+                   help="TLS with SCRAM-SHA-512 users (sasl_ssl) or client certificates "
+                   "(mtls), and an authorizer that allows only what ACLs grant; secrets "
+                   "go to files under the work dir's secrets/ (default: plaintext)")
     p.set_defaults(func=_up)
 
     p = sub.add_parser("down", help="stop every sandbox process by PID")

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from sandbox import configs, jvm, kraft, processes, versions
+from sandbox import configs, jvm, kraft, processes, secure, versions
 from sandbox.jvm import SandboxError
 from sandbox.ports import PortBook, PortClash
 from sandbox.startup import StartupFailed, check_alive, log_tail, wait_port
@@ -54,6 +54,7 @@ def _rack_names(racks: int) -> list[str]:
 def plan_layout(
     work_dir: Path, brokers: int, log_dirs: int, racks: int, mode: str | None = None,
     ports: PortBook | None = None, kafka: str = versions.DEFAULT_LINE,
+    security: str | None = None,
 ) -> SandboxState:
     """Decide ports, paths and racks and write every config file; start nothing. With
     ``ports``, every port stays reserved in that book until released. ``mode`` defaults
@@ -67,11 +68,16 @@ def plan_layout(
         line = versions.check_mode(kafka, mode)
     except versions.UnsupportedKafka as exc:
         raise SandboxError(str(exc)) from None
+    if security is not None and mode != "kraft":
+        raise SandboxError("--security runs in KRaft mode only (ZooKeeper's own SASL is not "
+                           "in the sandbox): leave out --mode zk")
     rack_names = _rack_names(racks)
     book = ports or PortBook()
     state = SandboxState(mode=mode, work_dir=str(work_dir), cluster_id=_new_cluster_id(),
                          brokers=[], kafka=line.line, quorum=line.quorum,
                          release=line.release_version)
+    if security is not None:
+        state.security = secure.prepare(work_dir, security)
 
     def server(role: str, node_id: int, name: str, exporter: bool) -> ServerState:
         conf_dir = work_dir / name
@@ -96,11 +102,11 @@ def plan_layout(
     else:
         ctl = server("controller", KRAFT_CONTROLLER_ID, "controller", exporter=True)
         ctl.metadata_dir = str(work_dir / "controller" / "metadata")
-        configs.write_properties(
-            Path(ctl.config),
-            configs.kraft_controller_props(ctl.node_id, ctl.port, Path(ctl.metadata_dir),
-                                           state.quorum),
-        )
+        props = configs.kraft_controller_props(ctl.node_id, ctl.port, Path(ctl.metadata_dir),
+                                               state.quorum)
+        if state.security is not None:
+            props.update(secure.controller_props(state.security))
+        configs.write_properties(Path(ctl.config), props)
         state.controller = ctl
 
     for broker_id in range(brokers):
@@ -120,7 +126,11 @@ def plan_layout(
                 broker_id, b.port, b.rack, dirs, Path(b.metadata_dir),
                 state.controller.node_id, state.controller.port, brokers, state.quorum,
             )
+        if state.security is not None:
+            props.update(secure.broker_props(state.security, b.port))
         configs.write_properties(Path(b.config), props)
+        if state.security is not None:
+            Path(b.config).chmod(0o600)  # it holds the broker's own SCRAM password
         state.brokers.append(b)
     if ports is None:
         book.close()
@@ -139,6 +149,7 @@ def up(
     timeout: float = 180.0,
     progress: Progress = _quiet,
     kafka: str = versions.DEFAULT_LINE,
+    security: str | None = None,
 ) -> SandboxState:
     """Start a fresh sandbox and wait until every broker serves; returns its state.
     ``kafka`` is a line of sandbox/versions.py; ``mode`` defaults to KRaft.
@@ -160,8 +171,8 @@ def up(
     for attempt in range(1, PORT_ATTEMPTS + 1):
         work_dir.mkdir(parents=True, exist_ok=True)
         try:
-            return _up_once(work_dir, brokers, log_dirs, racks, mode, kafka, timeout,
-                            progress)
+            return _up_once(work_dir, brokers, log_dirs, racks, mode, kafka, security,
+                            timeout, progress)
         except PortClash as exc:
             if attempt == PORT_ATTEMPTS:
                 raise SandboxError(f"{exc} ({PORT_ATTEMPTS} tries, each with new ports); "
@@ -177,11 +188,12 @@ def up(
 
 
 def _up_once(work_dir: Path, brokers: int, log_dirs: int, racks: int, mode: str | None,
-             kafka: str, timeout: float, progress: Progress) -> SandboxState:
+             kafka: str, security: str | None, timeout: float,
+             progress: Progress) -> SandboxState:
     started = time.monotonic()
     with PortBook() as book:
         state = plan_layout(work_dir, brokers, log_dirs, racks, mode, ports=book,
-                            kafka=kafka)
+                            kafka=kafka, security=security)
         state.save()
         progress(
             f"sandbox in {work_dir}: Kafka {versions.line(state.kafka).version}, "
@@ -203,6 +215,8 @@ def _up_once(work_dir: Path, brokers: int, log_dirs: int, racks: int, mode: str 
                 progress(f"broker {b.node_id} ({b.rack or 'no rack'}) starting on "
                          f"127.0.0.1:{b.port} (pid {b.pid})")
             wait_ready(state, timeout=timeout, progress=progress)
+            if state.security is not None:
+                secure.add_users(state, progress)
         except PortClash:
             down(state, keep_data=True)
             for server in state.servers():  # the next try starts from empty dirs
@@ -221,7 +235,10 @@ def client_config(state: SandboxState) -> dict[str, object]:
     silent = logging.getLogger("selfheal.sandbox.librdkafka")
     silent.addHandler(logging.NullHandler())
     silent.propagate = False
-    return {"bootstrap.servers": state.bootstrap_servers, "logger": silent}
+    found: dict[str, object] = {"bootstrap.servers": state.bootstrap_servers, "logger": silent}
+    if state.security is not None:
+        found.update(secure.client_settings(state.security, secure.ADMIN))
+    return found
 
 
 def live_broker_ids(state: SandboxState, timeout: float = 3.0) -> set[int]:

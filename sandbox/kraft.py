@@ -7,7 +7,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sandbox import jars, jvm, versions
+from sandbox import jars, jvm, secure, versions
 from sandbox.jvm import SandboxError
 from sandbox.state import SandboxState, ServerState
 
@@ -42,7 +42,13 @@ def format_node(state: SandboxState, node: ServerState) -> None:
         # KIP-853: the one controller bootstraps the quorum as its only voter; the
         # brokers learn the voters from it
         cmd.append("--standalone" if node.role == "controller" else "--no-initial-controllers")
+    if state.security is not None:
+        cmd += secure.format_args(state.security)
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if result.returncode != 0:
+        said = f"{result.stdout}{result.stderr}"
+        if state.security is not None and state.security.mode == "sasl_ssl":  # no password
+            for user in secure.SUPER_USERS:
+                said = said.replace(state.security.password(user), "[hidden]")
         raise SandboxError(f"formatting storage for {node.role} {node.node_id} failed:\n"
-                           f"{result.stdout}{result.stderr}")
+                           f"{said}")

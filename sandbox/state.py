@@ -65,6 +65,31 @@ class ServerState:
 
 
 @dataclass
+class SecurityState:
+    """What the sandbox's state file keeps of its security: never a secret itself."""
+
+    mode: str  # "sasl_ssl" | "mtls"
+    folder: str  # secrets/: the CA, certificates, keys, password files
+    principals: list[str]
+
+    @property
+    def protocol(self) -> str:
+        return "SASL_SSL" if self.mode == "sasl_ssl" else "SSL"
+
+    def ca(self) -> Path:
+        return Path(self.folder) / "ca.pem"
+
+    def password_file(self, principal: str) -> Path:
+        return Path(self.folder) / f"{principal}.password"
+
+    def password(self, principal: str) -> str:
+        return self.password_file(principal).read_text().strip()
+
+    def keystore(self, principal: str) -> Path:
+        return Path(self.folder) / f"{principal}.keystore.pem"
+
+
+@dataclass
 class SandboxState:
     mode: str  # "zk" | "kraft"
     work_dir: str
@@ -77,6 +102,8 @@ class SandboxState:
     # the metadata version the cluster was formatted at (`format --release-version`); a
     # rolling upgrade leaves it, and a replaced disk is formatted at it
     release: str = "3.9"
+    # TLS, SASL and ACLs when brought up with --security (sandbox/secure.py); None: plain
+    security: SecurityState | None = None
     zookeeper: ServerState | None = None
     controller: ServerState | None = None
     version: int = STATE_VERSION
@@ -144,6 +171,7 @@ class SandboxState:
             kafka=data.get("kafka", "3.9"),
             quorum=data.get("quorum", "static"),
             release=data.get("release", "3.9"),
+            security=SecurityState(**data["security"]) if data.get("security") else None,
             zookeeper=server(data.get("zookeeper")),
             controller=server(data.get("controller")),
             version=data.get("version", STATE_VERSION),

@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from schemas.records import Action, Summary, Trigger
+from schemas.records import Action, Receiving, Summary, Trigger
 from schemas.registry import validate
 
 
@@ -47,8 +47,10 @@ def _targets(reassignment: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return list(reassignment.get("partitions", []))
 
 
-def summarise(type: str, plan: Mapping[str, Any], bytes_moved: int = 0) -> Summary:
-    """Partitions and brokers an action touches, read from its plan."""
+def summarise(type: str, plan: Mapping[str, Any], bytes_moved: int = 0,
+              received: Iterable[Receiving] | None = None) -> Summary:
+    """Partitions and brokers an action touches, read from its plan; `received`, what each
+    broker copies, comes from the planner (the plan has no sizes)."""
     brokers: set[int] = set()
     if type in ("fix_offline_replicas", "move_replica_dirs"):
         targets = _targets(plan)
@@ -68,7 +70,9 @@ def summarise(type: str, plan: Mapping[str, Any], bytes_moved: int = 0) -> Summa
         raise ValueError(f"unknown action type {type!r}")
     for target in targets:
         brokers.update(target["replicas"])
-    return Summary(partitions=partitions, bytes=bytes_moved, brokers=tuple(sorted(brokers)))
+    got = None if received is None else tuple(sorted(received, key=lambda r: r.broker))
+    return Summary(partitions=partitions, bytes=bytes_moved, brokers=tuple(sorted(brokers)),
+                   received=got)
 
 
 def build_action(
@@ -81,6 +85,7 @@ def build_action(
     event_time: str,
     bytes_moved: int = 0,
     created_at: str,
+    received: Iterable[Receiving] | None = None,
 ) -> Action:
     """A validated action record with its id and summary; `RecordError` if it breaks the schema."""
     body = plan_json(plan)
@@ -99,7 +104,7 @@ def build_action(
         "summary": {"partitions": 0, "bytes": bytes_moved, "brokers": []},
     }
     validate(Action.SCHEMA, draft)
-    summary = summarise(type, body, bytes_moved)
+    summary = summarise(type, body, bytes_moved, received)
     return Action(
         cluster_id=cluster_id,
         action_id=action_id(cluster_id, type, body),

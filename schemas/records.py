@@ -172,12 +172,22 @@ class Trigger:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Receiving:
+    """What one broker copies in a re-replication."""
+
+    broker: int
+    bytes: int
+    replicas: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Summary:
     """How big an action is, for the approval page and the policy."""
 
     partitions: int
     bytes: int
     brokers: tuple[int, ...]
+    received: tuple[Receiving, ...] | None = None  # a re-replication's, per broker
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from schemas.snapshot_types import Name, NonNegative, Partition
 CHUNK = "cluster-snapshot-chunk"
 MANIFEST = "cluster-snapshot-manifest"
 SNAPSHOT = "cluster-snapshot"
+DELTA = "cluster-snapshot-delta"  # schemas/snapshot_delta.py
 
 DEFAULT_CHUNK_BYTES = 4 << 20
 MAX_CHUNKS = 4096  # the manifest schema's maxItems
@@ -82,6 +83,7 @@ class Manifest(msgspec.Struct, forbid_unknown_fields=True):
 class _Kind(msgspec.Struct):
     seq: msgspec.Raw = msgspec.Raw()  # empty: absent
     chunks: msgspec.Raw = msgspec.Raw()
+    base_taken_at: msgspec.Raw = msgspec.Raw()
 
 
 _CHUNK = msgspec.json.Decoder(_ChunkDoc)
@@ -98,8 +100,9 @@ def chunk_key(cluster_id: str, seq: int) -> bytes:
 
 def kind_of(value: bytes | None) -> str:
     """Which record of the snapshot topic ``value`` is meant to be: `CHUNK` (it has a
-    ``seq``), `MANIFEST` (it lists ``chunks``) or `SNAPSHOT` (anything else, a whole
-    document or something that is none of these, which the snapshot's checks refuse)."""
+    ``seq``), `MANIFEST` (it lists ``chunks``), `DELTA` (it names its ``base_taken_at``)
+    or `SNAPSHOT` (anything else, a whole document or something that is none of these,
+    which the snapshot's checks refuse)."""
     if value is None:
         return SNAPSHOT
     try:
@@ -110,6 +113,8 @@ def kind_of(value: bytes | None) -> str:
         return CHUNK
     if len(fields.chunks):
         return MANIFEST
+    if len(fields.base_taken_at):
+        return DELTA
     return SNAPSHOT
 
 

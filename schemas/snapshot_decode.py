@@ -18,6 +18,7 @@ from typing import Literal
 
 import msgspec
 
+from schemas import native
 from schemas.snapshot_types import (
     NO_LEADER,
     Assigned,
@@ -94,12 +95,9 @@ def decode_snapshot(text: str | bytes) -> Snapshot | None:
     except (msgspec.DecodeError, UnicodeDecodeError):  # ValidationError included; msgspec
         return None  # says invalid UTF-8 with the codec's own error
     dirs = _dirs_by_broker(doc.brokers)
-    if (
-        dirs is None
-        or not _groups_hold(doc.consumer_groups)
-        or not _replicas_hold(doc.partitions, dirs)
-        or not _partitions_unique(doc.partitions)
-    ):
+    if dirs is None or not _groups_hold(doc.consumer_groups):
+        return None
+    if not _references_hold(doc.partitions, dirs):
         return None
     return Snapshot(
         cluster_id=doc.cluster_id,
@@ -145,6 +143,19 @@ def _dirs_by_broker(brokers: tuple[_BrokerDoc, ...]) -> dict[int, frozenset[str]
 
 def _groups_hold(groups: tuple[_GroupDoc, ...]) -> bool:
     return all(len({m.member_id for m in g.members}) == len(g.members) for g in groups)
+
+
+def _references_hold(partitions: tuple[Partition, ...], dirs: dict[int, frozenset[str]]) -> bool:
+    """The replicas' and partitions' cross-references, compiled where the core is built."""
+    fast = native.core()
+    if fast is not None:
+        try:
+            return bool(fast.references_hold(
+                partitions, {b: list(paths) for b, paths in dirs.items()}, NO_LEADER
+            ))
+        except OverflowError:  # an id over 64 bits: the reference handles any int
+            pass
+    return _replicas_hold(partitions, dirs) and _partitions_unique(partitions)
 
 
 def _replicas_hold(partitions: tuple[Partition, ...], dirs: dict[int, frozenset[str]]) -> bool:

@@ -29,6 +29,8 @@ MAX_BYTES: dict[str, int] = {
     # A chunk of a snapshot (schemas/snapshot_chunks.py): the collector writes 4 MiB.
     "cluster-snapshot-chunk": 8 << 20,
     "cluster-snapshot-manifest": 1 << 20,
+    # A failure's delta (schemas/snapshot_delta.py): a few brokers and their partitions.
+    "cluster-snapshot-delta": 8 << 20,
     "action": 16 << 20,
     "action-status": 1 << 20,
     "consumer-assignment": 16 << 20,

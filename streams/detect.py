@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from streams.deltas import see_delta
 from streams.detect_types import (
     ASSIGN_CONSUMERS,
     BROKER_LEFT,
@@ -43,6 +44,7 @@ from streams.detect_types import (
     BrokerGone,
     ClusterState,
     Decision,
+    DeltaSeen,
     DetectSettings,
     DirOnline,
     Episode,
@@ -80,6 +82,8 @@ class Detector:
                 run.broker_gone(signal.broker, signal.time)
             elif isinstance(signal, BrokerBack):
                 run.broker_back(signal.broker, signal.time)
+            elif isinstance(signal, DeltaSeen):
+                see_delta(run, signal)
             else:
                 run.snapshot(signal)
         run.finish(max(watermark, 0) or state.newest)
@@ -231,6 +235,8 @@ class _Step:
         if state.snapshot is None or seen.time > state.snapshot.taken_at:
             self.snapshot_moved = True  # the source moved on in this batch
         state.snapshot = seen.ref
+        if state.delta is not None and state.delta.taken_at <= seen.time:
+            state.delta = None  # the full snapshot says all the delta said
         facts = seen.facts
         state.brokers = {b: (facts.alive.get(b, False), len(d)) for b, d in facts.dirs.items()}
         for broker in [b for b in state.departed if facts.alive.get(b, False)]:
@@ -390,7 +396,8 @@ class _Step:
                 self.decisions.append(Decision(
                     FIX_OFFLINE, self.cluster_id, episode.since, episode.trigger,
                     episode.broker, episode.log_dir, state.snapshot, offline,
-                    f"log dir {episode.log_dir} on broker {episode.broker} is offline"))
+                    f"log dir {episode.log_dir} on broker {episode.broker} is offline",
+                    delta=state.delta))
         expired = [p for p in state.pending if p.time + self.settings.signal_window_ms < clock]
         for p in expired:
             where = f"broker {p.broker}" if p.broker is not None else "an unnamed broker"
@@ -409,8 +416,9 @@ class _Step:
         snapshot = state.snapshot
         if snapshot is None:
             return False
-        if snapshot.taken_at >= episode.since:
-            return True
+        if snapshot.taken_at >= episode.since or (
+                state.delta is not None and state.delta.taken_at >= episode.since):
+            return True  # a delta: the failure's own evidence, after it
         waited = state.newest - episode.since
         stalled = state.newest - state.snapshot_moved >= wait
         return waited >= 4 * wait or (waited >= wait and stalled)

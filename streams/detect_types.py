@@ -183,11 +183,23 @@ class SnapshotSeen:
     facts: SnapshotFacts
 
 
-Signal = Failure | DirOnline | BrokerGone | BrokerBack | SnapshotSeen
+@dataclass(frozen=True, slots=True)
+class DeltaSeen:
+    """A failure's delta (schemas/snapshot_delta.py): the brokers it names, each
+    (alive, {dir: online}), at ``time`` (its taken_at); ``body`` is the record."""
+
+    time: Ms
+    ref: SnapshotRef
+    brokers: dict[int, tuple[bool, dict[str, bool]]]
+    body: str
+
+
+Signal = Failure | DirOnline | BrokerGone | BrokerBack | SnapshotSeen | DeltaSeen
 
 # Within one timestamp: failures first (they date episodes), snapshots last (they see
-# everything the same instant reported).
-ORDER = {Failure: 0, DirOnline: 1, BrokerGone: 2, BrokerBack: 3, SnapshotSeen: 4}
+# everything the same instant reported), a delta after the snapshot it follows.
+ORDER = {Failure: 0, DirOnline: 1, BrokerGone: 2, BrokerBack: 3, SnapshotSeen: 4,
+         DeltaSeen: 5}
 
 
 # --- what it writes ------------------------------------------------------------------
@@ -211,6 +223,8 @@ class Decision:
     offline_dirs: tuple[tuple[int, str], ...] = ()
     reason: str = ""
     group: str | None = None  # the consumer group an assign_consumers decision is about
+    # The failure's delta taken after ``snapshot``: planned from the snapshot + it.
+    delta: SnapshotRef | None = None
 
     def to_json(self) -> str:
         body = dataclasses.asdict(self)
@@ -221,6 +235,8 @@ class Decision:
         doc = json.loads(text)
         ref = doc["snapshot"]
         doc["snapshot"] = SnapshotRef(**ref) if ref is not None else None
+        delta = doc.get("delta")
+        doc["delta"] = SnapshotRef(**delta) if delta is not None else None
         doc["offline_dirs"] = tuple((int(b), d) for b, d in doc["offline_dirs"])
         return cls(**doc)
 
@@ -232,6 +248,9 @@ class Note:
     cluster_id: str
     time: Ms
     text: str
+    # A record that goes to the dead-letter topic with ``text`` as its reason, instead of
+    # being printed: where it sits, and its value.
+    letter: tuple[SnapshotRef, str] | None = None
 
 
 # --- state ---------------------------------------------------------------------------
@@ -305,10 +324,13 @@ class ClusterState:
     # `newest` when the snapshot source last moved on (a newer snapshot arrived): a
     # source that keeps moving is behind, not stalled, and is waited for.
     snapshot_moved: Ms = 0
+    # The newest failure delta taken after `snapshot` (the next snapshot supersedes it).
+    delta: SnapshotRef | None = None
 
     def to_json(self) -> str:
         return json.dumps({
             "snapshot": dataclasses.asdict(self.snapshot) if self.snapshot else None,
+            "delta": dataclasses.asdict(self.delta) if self.delta else None,
             "brokers": {str(b): list(v) for b, v in self.brokers.items()},
             "episodes": [dataclasses.asdict(e) for e in self.episodes.values()],
             "pending": [dataclasses.asdict(p) for p in self.pending],
@@ -345,4 +367,5 @@ class ClusterState:
             rackless={g: GroupSpell(**s) for g, s in doc.get("rackless", {}).items()},
             newest=doc["newest"],
             snapshot_moved=doc.get("snapshot_moved", 0),
+            delta=SnapshotRef(**doc["delta"]) if doc.get("delta") else None,
         )

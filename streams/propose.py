@@ -1,8 +1,10 @@
 """Decisions in, action records out: the planners run here, on the driver.
 
 The detector keeps no snapshot in its state, only where the latest one sits on the bus;
-a decision brings that reference and the dirs the detector holds offline. The snapshot
-is read back (one record, cached while decisions reuse it), the held dirs are marked
+a decision brings that reference, the failure's delta when one came after it, and the
+dirs the detector holds offline. The snapshot is the one the driver keeps decoded
+(streams/keeper.py reads each new one ahead, off the batch's path), the delta is applied
+to it in memory (schemas/snapshot_delta.py), the held dirs are marked
 offline in it (the snapshot may predate the failure: the gauge can beat the collector),
 and the planner for the decision's type runs on the whole cluster model. Each action
 names only what its trigger is about: the partitions with a replica on the failed dir,
@@ -11,7 +13,7 @@ the moves on the skewed broker. Same snapshot, same decision: same plan, same ac
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -29,8 +31,10 @@ from core.plan.formats import (
     human_bytes,
 )
 from schemas.actions import build_action
-from schemas.records import Action, Trigger
+from schemas.records import Action, Receiving, Trigger
+from schemas.registry import RecordError
 from schemas.snapshot import SnapshotError, snapshot_from_dict
+from schemas.snapshot_delta import apply_delta, check_delta
 from streams.detect_types import (
     ASSIGN_CONSUMERS,
     DEAD_BROKER,
@@ -41,19 +45,20 @@ from streams.detect_types import (
     Decision,
     SnapshotRef,
 )
-
-# (where, cluster id) -> the record's value; LookupError when it cannot be read back.
-ReadSnapshot = Callable[[SnapshotRef, str], bytes]
-
+from streams.keeper import ReadSnapshot, SnapshotKeeper
 
 
 def mark_offline(doc: dict[str, Any], dirs: Iterable[tuple[int, str]]) -> None:
-    """Mark ``dirs`` offline in a snapshot document (adding a dir it does not list)."""
-    brokers = {b["id"]: b for b in doc["brokers"]}
+    """Mark ``dirs`` offline in a snapshot document (adding a dir it does not list). The
+    brokers it changes are copied first: the document's entries may be the model's."""
+    index = {b["id"]: i for i, b in enumerate(doc["brokers"])}
+    doc["brokers"] = list(doc["brokers"])
     for broker, path in dirs:
-        b = brokers.get(broker)
-        if b is None:
+        i = index.get(broker)
+        if i is None:
             continue
+        b = doc["brokers"][i] = {**doc["brokers"][i], "log_dirs": [
+            dict(d) for d in doc["brokers"][i]["log_dirs"]]}
         for d in b["log_dirs"]:
             if d["path"] == path:
                 d.update(online=False, total_bytes=None, usable_bytes=None)
@@ -65,23 +70,38 @@ def mark_offline(doc: dict[str, Any], dirs: Iterable[tuple[int, str]]) -> None:
 class Proposer:
     """Turns decisions into validated action records."""
 
-    def __init__(self, read_snapshot: ReadSnapshot, disk_skew_threshold: float = 1.10) -> None:
-        self.read_snapshot = read_snapshot
+    def __init__(self, read_snapshot: ReadSnapshot, disk_skew_threshold: float = 1.10,
+                 read_delta: ReadSnapshot | None = None,
+                 keeper: SnapshotKeeper | None = None) -> None:
+        self.read_delta = read_delta or read_snapshot
         self.threshold = disk_skew_threshold
-        self._raw: tuple[SnapshotRef, bytes] | None = None
+        # Each cluster's latest full snapshot, decoded once and kept (streams/keeper.py):
+        # a failure's delta is applied to it in memory.
+        self.keeper = keeper or SnapshotKeeper(read_snapshot)
         self._model: tuple[tuple[Any, ...], ClusterModel] | None = None
 
+    def base(self, ref: SnapshotRef, cluster_id: str) -> dict[str, Any]:
+        """The snapshot document at ``ref``, from memory when it is the one kept."""
+        return self.keeper.get(ref, cluster_id)
+
     def model(self, decision: Decision) -> ClusterModel:
-        """The cluster model of the decision's snapshot with its held dirs offline."""
+        """The cluster model of the decision's snapshot (+ its failure's delta) with its
+        held dirs offline."""
         ref = decision.snapshot
         if ref is None:
             raise ValueError(f"a {decision.type} decision carries no snapshot to plan from")
-        key = (ref, decision.cluster_id, decision.offline_dirs)
+        key = (ref, decision.delta, decision.cluster_id, decision.offline_dirs)
         if self._model is not None and self._model[0] == key:
             return self._model[1]
-        if self._raw is None or self._raw[0] != ref:
-            self._raw = (ref, self.read_snapshot(ref, decision.cluster_id))
-        doc = msgspec.json.decode(self._raw[1])
+        doc = self.base(ref, decision.cluster_id)
+        if decision.delta is not None:
+            raw = self.read_delta(decision.delta, decision.cluster_id)
+            try:
+                check_delta(raw)
+            except RecordError as exc:
+                raise LookupError(f"the delta at offset {decision.delta.offset}: {exc}") from None
+            doc = apply_delta(doc, msgspec.json.decode(raw))
+        doc = {**doc}
         mark_offline(doc, decision.offline_dirs)
         model = ClusterModel(snapshot_from_dict(doc))
         self._model = (key, model)
@@ -114,12 +134,12 @@ class Proposer:
         raise ValueError(f"unknown decision type {decision.type!r}")
 
     def _action(self, decision: Decision, type: str, plan: Any, reason: str, created: str,
-                bytes_moved: int = 0) -> Action:
+                bytes_moved: int = 0, received: Iterable[Receiving] | None = None) -> Action:
         return build_action(
             decision.cluster_id, type, plan, reason=reason,
             trigger=Trigger(decision.trigger_kind, decision.broker, decision.log_dir),
             event_time=clock.text(clock.from_epoch_ms(decision.event_time)),
-            bytes_moved=bytes_moved, created_at=created)
+            bytes_moved=bytes_moved, created_at=created, received=received)
 
     def _page(self, decision: Decision, message: str, dirs: list[str],
               created: str, partitions: tuple[Any, ...] = ()) -> Action:
@@ -158,7 +178,7 @@ class Proposer:
                       dirs: list[str]) -> list[Action]:
         """A fix for the partitions that lost a replica (``on_dir``: their sizes), and a
         page for those reassignment cannot repair."""
-        from core.plan.offline import plan_offline
+        from core.plan.offline import plan_offline, received
 
         if not on_dir:
             return []
@@ -176,9 +196,10 @@ class Proposer:
             reason = (f"{where}; {len(targets)} partition(s) lost their replica there: "
                       f"reassign them to healthy brokers, rack-aware ({human_bytes(copied)} "
                       "to copy)")
+            got = [Receiving(r.broker, r.bytes, r.replicas) for r in received(model, targets)]
             out.append(self._action(decision, FIX_OFFLINE,
                                     OfflinePlan(Reassignment(targets), lost), reason, created,
-                                    copied))
+                                    copied, got))
         if lost:
             out.append(self._page(decision, _lost_message(where, lost), dirs, created, lost))
         return out

@@ -17,7 +17,7 @@ INPUT_TOPICS = {"broker-metrics": "broker-metric", "logdir-events": "logdir-even
                 "cluster-snapshots": "cluster-snapshot"}
 QUERY_NAME = "selfheal-detect"
 PRESCREEN = "prescreen"  # the observed metrics of the fast path
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+STATE_STORE = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
 Say = Callable[[str], None]
 

@@ -24,8 +24,10 @@ from schemas.records import DeadLetter
 from schemas.registry import RecordError
 from schemas.snapshot import SnapshotError, snapshot_from_dict
 from schemas.snapshot_decode import decode_snapshot
+from schemas.snapshot_delta import check_delta
 from schemas.snapshot_types import Snapshot
 from streams.facts import FactLimits, snapshot_facts
+from streams.prescreen import is_certain_gauge
 from streams.validate import LOADER, OFFLINE_GAUGE, NotJson, checked_columns, suites
 
 # What the step emits, one row per signal (Spark DDL; the job's stateful step reads it).
@@ -41,6 +43,7 @@ ONLINE = "online"  # the per-dir gauge reads 0
 GONE = "gone"  # a broker deregistered
 BACK = "back"  # a broker registered again
 SNAPSHOT = "snapshot"  # body: SnapshotFacts JSON
+DELTA = "delta"  # body: the snapshot delta record (schemas/snapshot_delta.py), checked
 REJECT = "reject"  # body: the DeadLetter JSON; key is ""
 
 COUNT_GAUGE = "kafka_log_offline_log_directory_count"
@@ -133,8 +136,7 @@ def _topic_signals(rows: Rows, name: str, group: Any, limits: FactLimits,
         docs, extra[LOADER], facts = _snapshots(values, limits, caps)
     else:
         docs = [decode(name, v) for v in values]
-    columns = checked_columns(name, docs, extra)
-    reasons = suites().reasons(name, columns)
+    reasons = _reasons(name, docs, values, extra)
     latest = int(clock.now().timestamp() * 1000) + limits.max_clock_ahead_ms
     for i, reason in enumerate(reasons):
         where = (topics[i], partitions[i], offsets[i])
@@ -153,6 +155,26 @@ def _topic_signals(rows: Rows, name: str, group: Any, limits: FactLimits,
                 rows.add("", REJECT, stamps[i], *where, body=_dead_letter(
                     raws[i], f"$: cannot be read as a {name}: {type(exc).__name__}: {exc}",
                     where, None))
+
+
+def _reasons(name: str, docs: list[Any], values: list[bytes | None],
+             extra: dict[str, list[Any]]) -> list[str | None]:
+    """Each record's suite verdict. The collectors' offline-dir gauges in their canonical
+    form are certainly valid (streams/prescreen.py) and skip the suite: an idle batch is
+    nearly all of them, and a suite run has a fixed cost."""
+    certain = ([is_certain_gauge(v) for v in values] if name == "broker-metric"
+               else [False] * len(docs))
+    rest = [i for i, sure in enumerate(certain) if not sure]
+    out: list[str | None] = [None] * len(docs)
+    if not rest:
+        return out
+    if len(rest) < len(docs):
+        docs = [docs[i] for i in rest]
+        extra = {k: [v[i] for i in rest] for k, v in extra.items()}
+    for i, reason in zip(rest, suites().reasons(name, checked_columns(name, docs, extra)),
+                         strict=True):
+        out[i] = reason
+    return out
 
 
 def _from_the_future(doc: dict[str, Any], facts: tuple[str, int, str] | None,
@@ -184,9 +206,11 @@ def _unchunk(rows: Rows, topics: list[str], partitions: list[int], offsets: list
              stamps: list[int], values: list[bytes | None], source: ChunkSource | None
              ) -> tuple[list[int], list[bytes | None], list[int]]:
     """A chunked snapshot's records (schemas/snapshot_chunks.py) made whole: each chunk is
-    checked as it comes (a bad one is a dead letter) and signals nothing; each manifest
-    becomes its assembled snapshot, from chunks in this batch or found before it on the
-    bus, and a manifest whose chunks cannot all be found is a dead letter saying so.
+    checked as it comes (a bad one is a dead letter) and signals nothing; a failure's
+    delta (schemas/snapshot_delta.py) is checked by its decoder and signals as it is,
+    small; each manifest becomes its assembled snapshot, from chunks in this batch or
+    found before it on the bus, and a manifest whose chunks cannot all be found is a
+    dead letter saying so.
     Returns the rows that go on as snapshots (whole ones and assembled manifests), their
     values, and each one's size limit."""
     kinds = [chunking.kind_of(v) for v in values]
@@ -202,6 +226,17 @@ def _unchunk(rows: Rows, topics: list[str], partitions: list[int], offsets: list
     in_batch: dict[str, bytes] = {}
     refused: dict[str, int] = {}  # digest -> offset of a chunk refused in this batch
     for i, kind in enumerate(kinds):
+        if kind == chunking.DELTA:
+            try:
+                delta = check_delta(values[i])
+            except RecordError as exc:
+                refuse(i, str(exc))
+                continue
+            value = values[i]
+            assert value is not None  # check_delta refuses a tombstone
+            rows.add(delta.cluster_id, DELTA, clock.epoch_ms(delta.taken_at), topics[i],
+                     partitions[i], offsets[i], body=bytes(value).decode("utf-8"))
+            continue
         if kind == chunking.CHUNK:
             try:
                 chunking.check_chunk(values[i])

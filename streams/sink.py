@@ -10,11 +10,12 @@ from typing import Any
 
 from core import bus, clock
 from core.config import Config
-from streams.detect_types import Decision
+from streams.detect_types import Decision, SnapshotRef
+from streams.keeper import SnapshotKeeper
 from streams.metrics import BatchOutput, StreamMetrics
 from streams.propose import Proposer, describe
 from streams.query import Say
-from streams.stateful import DEAD_LETTER, DECISION, NOTE
+from streams.stateful import DEAD_LETTER, DECISION, KEEP, NOTE
 from streams.stopping import StopGate
 
 
@@ -31,7 +32,10 @@ class BatchSink:
         self.metrics = metrics
         self.say = say
         self.reader = SnapshotReader(config)
-        self.proposer = Proposer(self.reader, config.detect.disk_skew_threshold)
+        self.ahead = SnapshotReader(config)  # the keeper's, on its own thread
+        self.proposer = Proposer(self.reader, config.detect.disk_skew_threshold,
+                                 read_delta=self.reader.delta,
+                                 keeper=SnapshotKeeper(self.reader, self.ahead))
         self.producer = producer(config)
         self.signer = signer(config)
         self.actions_topic = config.topic("actions")
@@ -67,6 +71,8 @@ class BatchSink:
                 self.say(f"note ({row.cluster_id}): {row.body}")
                 self.metrics.notes.inc()
                 output.notes += 1
+            elif row.kind == KEEP:
+                self.proposer.keeper.keep(SnapshotRef(**json.loads(row.body)), row.cluster_id)
         for row in rows:
             if row.kind != DECISION:
                 continue
@@ -103,4 +109,6 @@ class BatchSink:
 
     def close(self) -> None:
         self.producer.flush(10.0)
+        self.proposer.keeper.close()
         self.reader.close()
+        self.ahead.close()

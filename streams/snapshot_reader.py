@@ -42,15 +42,7 @@ class SnapshotReader:
     def __call__(self, ref: SnapshotRef, cluster_id: str) -> bytes:
         from confluent_kafka import TopicPartition
 
-        from core.bus import consumer
-
-        if self._consumer is None:
-            # A reader kept across batches must not plan on a five-minute-old view of who
-            # leads the snapshots partition: a failed dir or broker moves its leader.
-            self._consumer = consumer(self.config, "selfheal-stream-snapshot-reader",
-                                      **{"enable.auto.commit": False,
-                                         "auto.offset.reset": "earliest",
-                                         "topic.metadata.refresh.interval.ms": 5000})
+        self._open()
         self._consumer.assign([TopicPartition(ref.topic, ref.partition, ref.offset)])
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
@@ -65,7 +57,7 @@ class SnapshotReader:
                 continue  # a tombstone is no snapshot either
             value = bytes(msg.value())
             kind = chunking.kind_of(value)
-            if kind == chunking.CHUNK:  # unkeyed: matched by its cluster id, still a part
+            if kind in (chunking.CHUNK, chunking.DELTA):  # a part, or a failure's delta
                 continue
             if kind == chunking.MANIFEST:
                 return self._assembled(value, ref.topic, ref.partition, msg.offset(),
@@ -74,6 +66,38 @@ class SnapshotReader:
         raise SnapshotMissing(
             f"no snapshot of cluster {cluster_id} at or after {ref.topic}[{ref.partition}]"
             f"@{ref.offset} within {self.timeout:.0f} s; is the bus reachable?")
+
+    def delta(self, ref: SnapshotRef, cluster_id: str) -> bytes:
+        """The failure delta record at exactly ``ref`` (schemas/snapshot_delta.py)."""
+        from confluent_kafka import TopicPartition
+
+        consumer = self._open()
+        consumer.assign([TopicPartition(ref.topic, ref.partition, ref.offset)])
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error() or msg.offset() != ref.offset or msg.value() is None:
+                break
+            value = bytes(msg.value())
+            if chunking.kind_of(value) == chunking.DELTA:
+                return value
+            break
+        raise SnapshotMissing(f"no snapshot delta of cluster {cluster_id} at {ref.topic}"
+                              f"[{ref.partition}]@{ref.offset} (compacted away?)")
+
+    def _open(self) -> Any:
+        from core.bus import consumer
+
+        if self._consumer is None:
+            # A reader kept across batches must not plan on a five-minute-old view of who
+            # leads the snapshots partition: a failed dir or broker moves its leader.
+            self._consumer = consumer(self.config, "selfheal-stream-snapshot-reader",
+                                      **{"enable.auto.commit": False,
+                                         "auto.offset.reset": "earliest",
+                                         "topic.metadata.refresh.interval.ms": 5000})
+        return self._consumer
 
     def _assembled(self, value: bytes, topic: str, partition: int, offset: int,
                    deadline: float) -> bytes:

@@ -48,7 +48,7 @@ def latest_snapshots(config: Config, cluster: str, timeout: float = 15.0
     Up to `TRIES` consumers ask for the topic's partitions and ends, each for a share of
     ``timeout``: one consumer's metadata cache once held a just-created topic so that
     every watermark query answered `_UNKNOWN_PARTITION` for 30 s while the topic was
-    listed (docs/architecture.md, Collectors), and a new consumer starts with an empty
+    listed (docs/facts.md, The clients), and a new consumer starts with an empty
     cache. Then `BusError` says what went wrong and what to check."""
     from confluent_kafka import KafkaException
 

@@ -1,7 +1,7 @@
 """The job's stateful step: one group per cluster, the detector's state in the state store.
 
 `applyInPandasWithState` calls `detect_group` with one cluster's signals of a micro-batch
-and that cluster's `ClusterState` (a JSON string in RocksDB). It steps the pure
+and that cluster's `ClusterState` (a JSON string in the state store). It steps the pure
 `streams.detect.Detector` and emits decisions and notes; dead letters (key "") pass
 straight through, so the batch sink sees everything in one frame. No timeout: late
 records are never dropped by Spark here (the detector orders evidence by event time
@@ -10,24 +10,29 @@ itself); the event-time watermark expires failure signals that no dir explains.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from schemas.snapshot_delta import check_delta
 from streams.detect import Detector
 from streams.detect_types import (
     LOGDIR_EVENT,
     BrokerBack,
     BrokerGone,
     ClusterState,
+    DeltaSeen,
     DetectSettings,
     DirOnline,
     Failure,
+    Note,
     Signal,
     SnapshotFacts,
     SnapshotRef,
     SnapshotSeen,
 )
-from streams.signals import BACK, FAILURE, GONE, ONLINE, REJECT, SNAPSHOT
+from streams.signals import BACK, DELTA, FAILURE, GONE, ONLINE, REJECT, SNAPSHOT
 
 OUTCOME_DDL = "cluster_id STRING, kind STRING, body STRING"
 STATE_DDL = "state STRING"
@@ -36,6 +41,7 @@ STATE_DDL = "state STRING"
 DECISION = "decision"  # body: Decision JSON
 NOTE = "note"  # body: text for the operator
 DEAD_LETTER = "dead_letter"  # body: DeadLetter JSON
+KEEP = "keep"  # body: the SnapshotRef JSON of the cluster's newer full snapshot
 
 
 def signal_of(row: Any) -> Signal:
@@ -55,7 +61,22 @@ def signal_of(row: Any) -> Signal:
     if row.kind == SNAPSHOT:
         ref = SnapshotRef(row.topic, int(row.partition), int(row.offset), ms)
         return SnapshotSeen(ms, ref, SnapshotFacts.from_json(row.body))
+    if row.kind == DELTA:
+        ref = SnapshotRef(row.topic, int(row.partition), int(row.offset), ms)
+        return DeltaSeen(ms, ref, check_delta(row.body.encode("utf-8")).dirs(), row.body)
     raise ValueError(f"unknown signal kind {row.kind!r}")
+
+
+def dead_letter(note: Note) -> str:
+    """The dead letter of a record the detector refused (a `Note` with its letter)."""
+    from core import clock
+    from schemas.records import DeadLetter
+
+    assert note.letter is not None
+    ref, body = note.letter
+    letter = DeadLetter.reject(body.encode("utf-8"), note.text, ref.topic, ref.partition,
+                               ref.offset, cluster_id=note.cluster_id, event_time=clock.text())
+    return letter.to_json().decode("utf-8")
 
 
 def detect_group(settings: DetectSettings) -> Callable[..., Iterator[Any]]:
@@ -79,13 +100,20 @@ def detect_group(settings: DetectSettings) -> Callable[..., Iterator[Any]]:
         signals = [signal_of(r) for r in rows if r.kind != REJECT]
         if cluster and signals:
             current = ClusterState.from_json(state.get[0]) if state.exists else ClusterState()
+            before = current.snapshot
             decisions, notes = Detector(settings).step(
                 cluster, current, signals, state.getCurrentWatermarkMs())
             state.update((current.to_json(),))
+            if current.snapshot is not None and current.snapshot != before:
+                # the driver reads it ahead, for the next failure's plan (streams/keeper.py)
+                emit(KEEP, json.dumps(dataclasses.asdict(current.snapshot)))
             for d in decisions:
                 emit(DECISION, d.to_json())
             for n in notes:
-                emit(NOTE, n.text)
+                if n.letter is not None:
+                    emit(DEAD_LETTER, dead_letter(n))
+                else:
+                    emit(NOTE, n.text)
         if out["kind"]:  # no empty frames through Arrow (see streams.signals.to_signals)
             yield pd.DataFrame(out, columns=["cluster_id", "kind", "body"])
 

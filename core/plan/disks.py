@@ -32,7 +32,9 @@ from core.plan.formats import (
     first_lines,
     human_bytes,
 )
+from schemas import native
 from schemas.plans import ANY_DIR, PartitionAssignment
+from schemas.snapshot import DirReplicas
 
 DEFAULT_THRESHOLD = 1.10
 # Limits are floats over byte counts; a dir within this share of its limit is at it, so
@@ -146,32 +148,61 @@ def _balance(
     for source in sorted(dirs, key=lambda d: limit[d.path] - d.used):
         if not over_limit(source.used, limit[source.path]):
             break  # sorted by room: the rest are within their limits
-        # A replica is one int, size x n + its place k in the dir's list (n replicas there,
-        # listed by partition index): sorting those sorts by size, then partition index,
-        # as plain ints (about twice as fast as sorting places by a key, and the partition
-        # numbers are read only for the replicas that move). Size >= x or <= x for a
-        # float x are bisections at ceil(x) x n and floor(x) x n + n - 1.
         bucket = model.replicas_by_dir[(broker, source.path)]
-        n = len(bucket.sizes)
-        keys = sorted(map(add, map(mul, bucket.sizes, repeat(n)), range(n)))
-        while over_limit(source.used, limit[source.path]):
-            excess = source.used - limit[source.path]
-            target, room = source, float("-inf")  # the other dir with the most room
-            for d in dirs:
-                if d is not source and limit[d.path] - d.used > room:
-                    target, room = d, limit[d.path] - d.used
-            # The smallest replica that clears the excess, if it fits.
-            j = bisect_left(keys, ceil(excess) * n)
-            if j == len(keys) or keys[j] // n > room:
-                # No single replica clears the excess and fits: move the largest that fits
-                # without overshooting, and look again.
-                j = bisect_right(keys, floor(min(excess, room)) * n + n - 1) - 1
-                if j < 0 or keys[j] < n:  # none, or one of 0 bytes
-                    break
-            size, k = divmod(keys.pop(j), n)
-            source.used -= size
-            target.used += size
-            moved.append((bucket.partitions[k], source.path, target.path, size))
+        moved.extend(_drain(bucket, source, dirs, limit))
+    return moved
+
+
+def _drain(
+    bucket: DirReplicas, source: DirUsage, dirs: list[DirUsage], limit: dict[str, float]
+) -> list[tuple[int, str, str, int]]:
+    """Move replicas out of `source` until it is within its limit or nothing fits."""
+    fast = native.core()
+    if fast is not None:
+        at = next(k for k, d in enumerate(dirs) if d is source)
+        try:
+            done = fast.drain_dir(bucket.sizes, at, [d.used for d in dirs],
+                                  [limit[d.path] for d in dirs], TOLERANCE)
+        except OverflowError:  # a figure over 64 bits: the reference handles any int
+            done = None
+        if done is not None:
+            taken, after = done
+            for d, used in zip(dirs, after, strict=True):
+                d.used = used
+            return [(bucket.partitions[k], source.path, dirs[t].path, size)
+                    for k, t, size in taken]
+    return _drain_reference(bucket, source, dirs, limit)
+
+
+def _drain_reference(
+    bucket: DirReplicas, source: DirUsage, dirs: list[DirUsage], limit: dict[str, float]
+) -> list[tuple[int, str, str, int]]:
+    # A replica is one int, size x n + its place k in the dir's list (n replicas there,
+    # listed by partition index): sorting those sorts by size, then partition index,
+    # as plain ints (about twice as fast as sorting places by a key, and the partition
+    # numbers are read only for the replicas that move). Size >= x or <= x for a
+    # float x are bisections at ceil(x) x n and floor(x) x n + n - 1.
+    moved: list[tuple[int, str, str, int]] = []
+    n = len(bucket.sizes)
+    keys = sorted(map(add, map(mul, bucket.sizes, repeat(n)), range(n)))
+    while over_limit(source.used, limit[source.path]):
+        excess = source.used - limit[source.path]
+        target, room = source, float("-inf")  # the other dir with the most room
+        for d in dirs:
+            if d is not source and limit[d.path] - d.used > room:
+                target, room = d, limit[d.path] - d.used
+        # The smallest replica that clears the excess, if it fits.
+        j = bisect_left(keys, ceil(excess) * n)
+        if j == len(keys) or keys[j] // n > room:
+            # No single replica clears the excess and fits: move the largest that fits
+            # without overshooting, and look again.
+            j = bisect_right(keys, floor(min(excess, room)) * n + n - 1) - 1
+            if j < 0 or keys[j] < n:  # none, or one of 0 bytes
+                break
+        size, k = divmod(keys.pop(j), n)
+        source.used -= size
+        target.used += size
+        moved.append((bucket.partitions[k], source.path, target.path, size))
     return moved
 
 

@@ -1,64 +1,33 @@
 """Replace offline replicas (dead broker, failed dir) by new ones on healthy brokers.
 
 For each partition with an offline replica, its online replicas stay where they are and
-each offline one is replaced by a replica on another alive broker with an online dir:
-first on racks the partition does not span yet, then by least load (replica count,
-then bytes), into that broker's online dir with the most free space. A broker with an
-offline dir is taken only when no healthy broker serves as well (a rack the partition
-lacks still beats a healthy broker on a rack it has), and with log dir "any": Kafka
-refuses to place a replica in a named dir there.
+each offline one is replaced by a replica on another alive broker with an online dir,
+keeping the rules: first on racks the partition does not span yet (KIP-36's spread), a
+broker with an offline dir only when no healthy broker serves as well (and with log dir
+"any": Kafka refuses to place a replica in a named dir there), the leader first. Among
+the plans that keep them, `core.plan.spread` picks the one whose busiest receiver copies
+the least (docs/planning.md); on a healthy broker a new replica goes into the online
+dir with the most free space.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter
+from collections.abc import Iterable
 
 from core.model import ClusterModel
+from core.plan import recovery
+from core.plan.bounds import lower_bounds
 from core.plan.formats import OfflinePlan, Reassignment, Unrecoverable, first_lines, human_bytes
+from core.plan.spread import Job, Receiver, order, spread
 from schemas.plans import ANY_DIR, PartitionAssignment
 from schemas.snapshot import NO_LEADER, Partition
 
-_Entry = tuple[int, int, int]  # (replica count, bytes, broker)
-
-
-class _Load:
-    """Replica count and bytes per candidate broker, with one lazy heap per rack."""
-
-    def __init__(self, model: ClusterModel, brokers: list[int]) -> None:
-        self.count = {b: model.replica_counts[b] for b in brokers}
-        self.bytes = {b: model.broker_bytes[b] for b in brokers}
-        self.rack = {b: model.rack_of[b] for b in brokers}
-        self.heaps: dict[str | None, list[_Entry]] = {}
-        for b in brokers:
-            self.heaps.setdefault(self.rack[b], []).append((self.count[b], self.bytes[b], b))
-        for heap in self.heaps.values():
-            heapq.heapify(heap)
-
-    def best_in(self, rack: str | None, exclude: set[int]) -> _Entry | None:
-        """The least loaded broker of a rack, not in `exclude`."""
-        heap = self.heaps[rack]
-        held: list[_Entry] = []
-        found: _Entry | None = None
-        while heap:
-            count, size, b = heap[0]
-            if count != self.count[b] or size != self.bytes[b]:
-                heapq.heappop(heap)  # stale: the broker was pushed again with its new load
-            elif b in exclude:
-                held.append(heapq.heappop(heap))
-            else:
-                found = heap[0]
-                break
-        for entry in held:
-            heapq.heappush(heap, entry)
-        return found
-
-    def add(self, broker: int, size: int) -> None:
-        self.count[broker] += 1
-        self.bytes[broker] += size
-        heapq.heappush(
-            self.heaps[self.rack[broker]], (self.count[broker], self.bytes[broker], broker)
-        )
+OBJECTIVE = (
+    "objective: among plans that keep KIP-36's rack spread, the leader first and new "
+    "replicas on online dirs, the busiest receiver copies the fewest bytes, then gets the "
+    "fewest replicas, then holds the least after (docs/planning.md)"
+)
 
 
 class _Dirs:
@@ -83,15 +52,14 @@ class _Dirs:
         return path
 
 
-def plan_offline(model: ClusterModel) -> OfflinePlan:
-    """A reassignment for every partition with an offline replica; RF is kept."""
+def work(model: ClusterModel) -> tuple[list[Job], list[Receiver], list[Unrecoverable]]:
+    """The jobs (partitions to repair), the receivers, and what cannot be repaired."""
     candidates = [b for b in sorted(model.alive) if model.can_host(b)]
-    healthy = [b for b in candidates if b not in model.brokers_with_offline_dir]
-    degraded = [b for b in candidates if b in model.brokers_with_offline_dir]
-    primary, fallback = _Load(model, healthy), _Load(model, degraded)
-    dirs = _Dirs(model)
-
-    planned: list[PartitionAssignment] = []
+    hosts = frozenset(candidates)
+    degraded = model.brokers_with_offline_dir
+    sizes = model.broker_bytes
+    receivers = [Receiver(b, model.rack_of[b], b in degraded, sizes[b]) for b in candidates]
+    jobs: list[Job] = []
     unrecoverable: list[Unrecoverable] = []
     for index in model.partitions_with_offline_replicas:
         p = model.partitions[index]
@@ -107,53 +75,41 @@ def plan_offline(model: ClusterModel) -> OfflinePlan:
                    "behind): bring the failed disk or broker back, or allow an unclean "
                    "leader election for this partition (what it had not copied is lost)"))
             continue
-        size = max(r.size_bytes for r in p.replicas)
-        exclude = {r.broker for r in p.replicas}
-        racks = {model.rack_of[r.broker] for r in kept}
-        picks: list[tuple[int, _Load]] = []
-        for _ in range(len(p.replicas) - len(kept)):
-            found = _pick((primary, fallback), racks, exclude)
-            if found is None:
-                break
-            picks.append(found)
-            exclude.add(found[0])
-            racks.add(model.rack_of[found[0]])
-        if len(kept) + len(picks) < len(p.replicas):
+        exclude = frozenset(r.broker for r in p.replicas)
+        need = len(p.replicas) - len(kept)
+        free = len(hosts) - len(exclude & hosts)
+        if free < need:
             unrecoverable.append(
                 _unrecoverable(
                     p,
-                    f"only {len(picks)} of the {len(p.replicas) - len(kept)} replacement "
+                    f"only {free} of the {need} replacement "
                     "replicas fit: too few alive brokers with an online dir outside the "
                     "partition; add brokers or lower the replication factor",
                 )
             )
-            continue  # nothing booked: the brokers' load stays as it was
-        new: list[tuple[int, str]] = []
-        for pick, load in picks:
-            load.add(pick, size)
-            new.append((pick, dirs.take(pick, size) if load is primary else ANY_DIR))
-        planned.append(_assignment(p, [r.broker for r in kept], new))
+            continue
+        racks = frozenset(rack for r in kept if (rack := model.rack_of[r.broker]) is not None)
+        jobs.append(Job(index, max(r.size_bytes for r in p.replicas), need, racks, exclude))
+    return jobs, receivers, unrecoverable
+
+
+def plan_offline(model: ClusterModel) -> OfflinePlan:
+    """A reassignment for every partition with an offline replica; RF is kept."""
+    jobs, receivers, unrecoverable = work(model)
+    new = spread(jobs, receivers)
+    dirs = _Dirs(model)
+    degraded = model.brokers_with_offline_dir
+    # Dirs are taken in the greedy's order: the largest replicas get the roomiest dirs.
+    placed: dict[int, list[tuple[int, str]]] = {}
+    for job in order(jobs):
+        placed[job.index] = [(b, ANY_DIR if b in degraded else dirs.take(b, job.size))
+                             for b in new[job.index]]
+    planned: list[PartitionAssignment] = []
+    for job in jobs:
+        p = model.partitions[job.index]
+        kept = [r.broker for r in p.replicas if not model.is_offline(r)]
+        planned.append(_assignment(p, kept, placed[job.index]))
     return OfflinePlan(Reassignment(tuple(planned)), tuple(unrecoverable))
-
-
-def _pick(
-    loads: tuple[_Load, _Load], racks: set[str | None], exclude: set[int]
-) -> tuple[int, _Load] | None:
-    """Least loaded broker: on a rack the partition does not span yet if there is one,
-    healthy before degraded (rack diversity wins over avoiding degraded brokers)."""
-    best: dict[tuple[bool, int], tuple[_Entry, _Load]] = {}
-    for rank, load in enumerate(loads):
-        for rack in load.heaps:
-            entry = load.best_in(rack, exclude)
-            if entry is None:
-                continue
-            key = (rack is None or rack in racks, rank)
-            if key not in best or entry < best[key][0]:
-                best[key] = (entry, load)
-    if not best:
-        return None
-    entry, load = best[min(best)]
-    return entry[2], load
 
 
 def _assignment(p: Partition, kept: list[int], new: list[tuple[int, str]]) -> PartitionAssignment:
@@ -170,8 +126,23 @@ def _unrecoverable(p: Partition, reason: str) -> Unrecoverable:
     return Unrecoverable(p.topic, p.partition, tuple(r.broker for r in p.replicas), reason)
 
 
-def explain(model: ClusterModel, plan: OfflinePlan) -> str:
-    """What moves where, bytes to copy, offline replicas and rack spans before and after."""
+def received(model: ClusterModel, targets: Iterable[PartitionAssignment]
+             ) -> tuple[recovery.Received, ...]:
+    """Bytes and new replicas per receiving broker (a new replica copies the partition's
+    largest replica), by broker id."""
+    index = model.partition_index()
+    new: list[tuple[int, int]] = []
+    for a in targets:
+        p = model.partitions[index[(a.topic, a.partition)]]
+        before = {r.broker for r in p.replicas}
+        size = max(r.size_bytes for r in p.replicas)
+        new.extend((b, size) for b in a.replicas if b not in before)
+    return recovery.tally(new)
+
+
+def explain(model: ClusterModel, plan: OfflinePlan, rate: int = recovery.DEFAULT_RATE) -> str:
+    """The objective, what each receiver copies and how long at `rate` (bytes/s per broker),
+    what moves where, offline replicas and rack spans before and after."""
     index = model.partition_index()
     lines: list[str] = []
     copied = 0
@@ -204,9 +175,27 @@ def explain(model: ClusterModel, plan: OfflinePlan) -> str:
         + _spans(spans_before)
         + " -> "
         + _spans(spans_after),
+        OBJECTIVE,
+        *_receivers(model, plan, rate),
     ]
     tail = [f"  unrecoverable {u.topic}-{u.partition}: {u.reason}" for u in plan.unrecoverable]
     return "\n".join(head + first_lines(lines) + first_lines(tail))
+
+
+def _receivers(model: ClusterModel, plan: OfflinePlan, rate: int) -> list[str]:
+    got = received(model, plan.reassignment.partitions)
+    top = recovery.busiest(got)
+    if top is None:
+        return []
+    jobs, receivers, _ = work(model)
+    least, fewest = lower_bounds(jobs, receivers)
+    return [
+        f"busiest receiver: broker {top.broker} copies {human_bytes(top.bytes)}; at most "
+        f"{max(r.replicas for r in got)} new replicas on one broker; no plan does with less "
+        f"than {human_bytes(least)} and {fewest} (the lower bounds)",
+        f"recovery: {recovery.estimate(got, rate)}",
+        "copied per broker (replicas): " + recovery.per_broker(got, limit=12),
+    ]
 
 
 def _offline_count(model: ClusterModel) -> int:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from core.live import PlacementMemory, describe_dirs, read_snapshot
+from core.live import PlacementMemory, read_snapshot
 from core.model import ClusterModel
 from remediation.executor.throttle import Configs, split
 from remediation.executor.view import TP, LiveView, Reassigning, leader_counts
@@ -92,12 +92,16 @@ class KafkaCluster:
             doc["partitions"] = [p for p in doc["partitions"] if p["topic"] in wanted]
             # Reassignments stay whole: the policy limits them per broker, cluster-wide.
         model = ClusterModel(snapshot_from_dict(doc))
+        # The future replicas come from the same DescribeLogDirs answers as the dirs: a
+        # second call that went unanswered made a move in flight look vanished while the
+        # replica's last known dir (the memory's) looked like its target.
+        answered = frozenset(model.alive - self.memory.unanswered)
         future: dict[tuple[str, int, int], str] = {}
-        for b in sorted(set(future_of) & model.alive):
-            dirs = describe_dirs(self.admin, b)  # None when the broker does not answer
-            if dirs is not None:
-                future.update({(t, p, b): path for (t, p), path in dirs.future.items()})
-        self.last_view = LiveView(model, reassigning, future, dir_bytes, leaders)
+        for b in sorted(set(future_of) & answered):
+            if b in self.memory.answers:
+                found = self.memory.answers[b][1].future
+                future.update({(t, p, b): path for (t, p), path in found.items()})
+        self.last_view = LiveView(model, reassigning, future, dir_bytes, leaders, answered)
         return self.last_view
 
     def _wait_for_unanswered(self) -> None:

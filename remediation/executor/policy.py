@@ -35,26 +35,50 @@ DEFAULT_MODES: dict[str, str] = {
     "assign_consumers": "auto",
     "page_operator": "approve",
 }
+# What each [actions] key governs (docs/config-reference.md is generated from these).
+ACTIONS_DOC = ("\"auto\" runs by itself within [limits]; \"approve\" waits for a human "
+               "(the one-click link).")
+MODE_DOCS: dict[str, str] = {
+    "fix_offline_replicas": "Inter-broker copies of replicas from a failed dir or broker.",
+    "move_replica_dirs": "Intra-broker moves between a broker's own disks.",
+    "rebalance_leaders": "Reordered replica lists and a preferred election; no data moves.",
+    "assign_consumers": "KIP-881 rack-aware targets for opted-in consumer groups.",
+    "page_operator": "Always a human (replace a disk, restart a broker): only \"approve\".",
+}
 
 
 class PolicyError(ValueError):
     """A policy file that cannot be used; the message names the key and the fix."""
 
 
+def _key(default: Any, doc: str) -> Any:
+    return field(default=default, metadata={"doc": doc})
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
-    max_partitions_per_action: int = 100
-    max_bytes_per_hour: int = 100 * GiB
-    max_concurrent_reassignments_per_broker: int = 2
-    intra_broker_throttle_bytes_per_s: int = 100 * MiB
-    inter_broker_throttle_bytes_per_s: int = 50 * MiB
-    approval_ttl_seconds: int = 3600
+    """Larger actions wait for approval instead of running by themselves."""
+
+    max_partitions_per_action: int = _key(100, "Partitions one action may move by itself.")
+    max_bytes_per_hour: int = _key(100 * GiB, "Bytes moved per rolling hour by actions "
+                                              "running by themselves.")
+    max_concurrent_reassignments_per_broker: int = _key(
+        2, "Reassignments in flight touching one broker before another waits.")
+    intra_broker_throttle_bytes_per_s: int = _key(
+        100 * MiB, "replica.alter.log.dirs.io.max.bytes.per.second while a dir move runs.")
+    inter_broker_throttle_bytes_per_s: int = _key(
+        50 * MiB, "leader/follower.replication.throttled.rate while a reassignment runs.")
+    approval_ttl_seconds: int = _key(3600, "An action waiting longer expires (re-detected, "
+                                           "it is proposed again).")
 
 
 @dataclass(frozen=True, slots=True)
 class Breaker:
-    max_failed_brokers: int = 1  # K: more than this many failing at once trips
-    max_failed_log_dir_percent: float = 25.0  # P
+    """Trips when more than these fail at once: nothing runs by itself, the operator is
+    paged."""
+
+    max_failed_brokers: int = _key(1, "Brokers down or with an offline log dir (K).")
+    max_failed_log_dir_percent: float = _key(25.0, "Of all log dirs in the cluster (P).")
 
 
 @dataclass(frozen=True, slots=True)

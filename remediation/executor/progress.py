@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.plan import recovery
+from core.plan.formats import human_bytes
 from remediation.executor.view import LiveView, replicas_of
 from schemas.plans import PartitionAssignment
 from schemas.records import Action
@@ -56,6 +58,32 @@ def status(action: Action, view: LiveView) -> Status:
     return Status(tuple(done), tuple(flying), tuple(waiting))
 
 
+def time_left(action: Action, view: LiveView, rate: int) -> str:
+    """A re-replication's estimate as it goes, from the sizes just read: '; about 4 min
+    left at 50 MiB/s, broker 3 has the most to copy (12.0 GiB)'; "" for other actions or
+    when the throttle is off. A new replica has copied what it holds so far."""
+    if action.type != "fix_offline_replicas" or rate <= 0:
+        return ""
+    left: dict[int, int] = {}
+    for t in action.targets():
+        p = view.partition(t.topic, t.partition)
+        if p is None:
+            continue
+        moving = view.reassigning.get((t.topic, t.partition))
+        new = set(moving.adding) if moving is not None else set(t.replicas) - set(
+            replicas_of(p))
+        sizes = {r.broker: r.size_bytes for r in p.replicas}
+        full = max((v for b, v in sizes.items() if b not in new), default=0)
+        for b in new:
+            left[b] = left.get(b, 0) + max(0, full - sizes.get(b, 0))
+    if not left or max(left.values()) == 0:
+        return ""
+    most = max(left.values())
+    b = min(x for x, v in left.items() if v == most)
+    return (f"; {recovery.duration(most / rate)} left at {recovery.rate_text(rate)}, broker "
+            f"{b} has the most to copy ({human_bytes(most)})")
+
+
 def _dir_progress(t: PartitionAssignment, p: Partition, view: LiveView) -> tuple[str, str]:
     dirs = {r.broker: r.log_dir for r in p.replicas}
     moving, waiting = [], []
@@ -76,10 +104,17 @@ def _dir_progress(t: PartitionAssignment, p: Partition, view: LiveView) -> tuple
 
 
 def verify(action: Action, view: LiveView) -> list[str]:
-    """What still differs from the plan's target state; empty when it is reached."""
+    """What still differs from the plan's target state; empty when it is reached.
+
+    Reached means healthy, not merely listed: every target replica on an alive broker
+    that answered this read (another's dirs are only the last known ones), online, in
+    the ISR (for reassignments), and where the plan names a dir, in that dir with the
+    dir online and no future replica left. A replica list alone can be stale: an offline
+    dir keeps its replicas' last known paths, and a move whose future replica vanished
+    leaves the replica where it was.
+    """
     if action.is_page or action.type == "assign_consumers":
         return []
-    model = view.model
     out: list[str] = []
     elect = set(action.elections())
     for t in action.targets():
@@ -95,31 +130,54 @@ def verify(action: Action, view: LiveView) -> list[str]:
                 out.append(f"{t.name} has replicas {list(current)}, the plan {list(t.replicas)}")
         elif current != t.replicas:
             out.append(f"{t.name} has replicas {list(current)}, the plan {list(t.replicas)}")
-        offline = sorted(r.broker for r in p.replicas if model.is_offline(r))
-        if offline:
-            out.append(f"{t.name} has offline replicas on brokers {offline}")
-        if action.type == "fix_offline_replicas":
-            behind = sorted(set(t.replicas) - set(p.isr))
-            if behind:
-                out.append(f"{t.name}: brokers {behind} are not in the ISR yet")
-        if action.type in ("move_replica_dirs", "fix_offline_replicas"):
-            out.extend(_misplaced(t, p, view))
+        out.extend(_unhealthy(action, t, p, view))
         if (t.topic, t.partition) in elect and p.leader != t.replicas[0]:
             out.append(f"{t.name} is led by broker {p.leader}, the plan wants {t.replicas[0]}")
     return out
 
 
-def _misplaced(t: PartitionAssignment, p: Partition, view: LiveView) -> list[str]:
+def _unhealthy(action: Action, t: PartitionAssignment, p: Partition,
+               view: LiveView) -> list[str]:
+    """Why the target replicas of one partition are not all online, in sync and placed."""
+    model = view.model
+    out: list[str] = []
+    silent = sorted(b for b in t.replicas if b in model.alive and not view.heard(b))
+    if silent:
+        out.append(f"{t.name}: brokers {silent} did not answer DescribeLogDirs; where their "
+                   "replicas are is not known")
+    down = sorted(b for b in t.replicas if b not in model.alive)
+    if down:
+        out.append(f"{t.name}: brokers {down} are down")
+    offline = sorted(r.broker for r in p.replicas
+                     if model.is_offline(r) and r.broker in model.alive)
+    if offline:
+        out.append(f"{t.name} has offline replicas on brokers {offline}")
+    if action.type != "move_replica_dirs":
+        behind = sorted(set(t.replicas) - set(p.isr))
+        if behind:
+            out.append(f"{t.name}: brokers {behind} are not in the ISR yet")
+    if action.type in ("move_replica_dirs", "fix_offline_replicas"):
+        out.extend(_misplaced(action, t, p, view))
+    return out
+
+
+def _misplaced(action: Action, t: PartitionAssignment, p: Partition,
+               view: LiveView) -> list[str]:
     model = view.model
     dirs = {r.broker: r.log_dir for r in p.replicas}
     out = []
     for b in t.replicas:
         path = t.dir_of(b)
-        # A broker with an offline dir cannot say where a replica sits, nor move it.
-        if path is None or b in model.brokers_with_offline_dir:
-            continue
-        if (t.topic, t.partition, b) in view.future:
+        if path is None or not view.heard(b):
+            continue  # said above
+        if not view.online_dir(b, path):
+            out.append(f"{t.name} on broker {b}: its target dir {path} is offline")
+        elif (t.topic, t.partition, b) in view.future:
             out.append(f"{t.name} on broker {b} is still moving to {path}")
         elif dirs.get(b) != path:
+            # A fix cannot place a replica on a broker with an offline dir (Kafka refuses
+            # intra-broker moves there): healthy elsewhere on that broker is its best.
+            if action.type == "fix_offline_replicas" and b in model.brokers_with_offline_dir:
+                continue
             out.append(f"{t.name} on broker {b} is in {dirs.get(b)}, the plan says {path}")
     return out

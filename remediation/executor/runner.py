@@ -9,6 +9,9 @@ a second reassignment.
 
 One action executes at a time: throttles are per broker and per topic, and two actions
 restoring "what was there before" in the wrong order would leave one's throttle behind.
+
+This module is intake and the loop; stepping an executing action is `moving.py`, its
+end (verification, revert, a target that died) `ending.py`.
 """
 
 from __future__ import annotations
@@ -18,41 +21,31 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from core import clock
 from core.plan.disks import DEFAULT_THRESHOLD
 from core.signing import ActionSigner, SignatureError
-from remediation.executor import checks, progress, throttle
+from remediation.executor import checks, replan
 from remediation.executor.actions import ActionError, parse_action_json, stored_action
 from remediation.executor.cluster import ClusterError, KafkaCluster
+from remediation.executor.ending import Timeouts
 from remediation.executor.lifecycle import (
     PAGE_OPERATOR,
     IllegalTransition,
     State,
     reopen_refusal,
 )
+from remediation.executor.moving import Moves
 from remediation.executor.policy import ClusterHealth, Policy, Ruling
 from remediation.executor.store import ActionRow, ActionStore
 from remediation.executor.throttling import ACTOR, Throttles
-from remediation.executor.view import LiveView, dir_moves
+from remediation.executor.view import LiveView
 from schemas.records import Action
 
 HOUR = timedelta(hours=1)
-# Metadata, the reassignment list and DescribeLogDirs come from different brokers at
-# different moments: a move that looks neither in flight nor done is believed only after
-# it has looked so for this long.
-STALL_GRACE = timedelta(seconds=15)
+DEFAULT_TIMEOUTS = Timeouts()
 # Open pages are held against the live cluster this often (one read for all of them).
 PAGE_CHECK_SECONDS = 10.0
-# A broker applies a dynamic config moments after the alter returns (a ZooKeeper
-# notification, or the KRaft metadata log); a move submitted in between runs unthrottled.
-
-
-@dataclass(frozen=True, slots=True)
-class Timeouts:
-    execution_seconds: float = 3600.0  # moves not done by then are reverted: failed
-    verify_seconds: float = 120.0  # target state not seen by then: failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +59,13 @@ class Received:
 
 
 
-class Executor:
+class Executor(Moves):
     """Intake decisions and the execution loop over one store and one cluster."""
 
     def __init__(self, store: ActionStore, cluster: KafkaCluster, policy: Policy, *,
                  signer: ActionSigner,
                  skew_threshold: float = DEFAULT_THRESHOLD,
-                 timeouts: Timeouts = Timeouts(),
+                 timeouts: Timeouts = DEFAULT_TIMEOUTS,
                  clock: Callable[[], datetime] = clock.now,
                  notify: Callable[[ActionRow, Ruling], None] | None = None,
                  publish: Callable[[Action], None] | None = None,
@@ -94,6 +87,7 @@ class Executor:
                                             flush=True))
         self._last_error: str | None = None
         self._seen: set[str] = set()  # actions this executor has stepped
+        self._replans: set[str] | None = None
         self.errors = 0  # Kafka calls that failed (retried on the next tick)
         self.failing_since: float | None = None  # monotonic time of the first of a run of them
 
@@ -183,8 +177,9 @@ class Executor:
         try:
             for row in running:
                 self.step(row)
+            self._replan_failed()
             if not running:
-                approved = [r for r in rows if r.state is State.APPROVED]
+                approved = [r for r in self.store.in_flight() if r.state is State.APPROVED]
                 if approved:
                     self.step(approved[0])
             self._last_error = None
@@ -196,6 +191,28 @@ class Executor:
             if str(exc) != self._last_error:  # say it once, not every tick
                 self._log(f"{exc}; retrying")
                 self._last_error = str(exc)
+
+    def _replan_failed(self) -> None:
+        """Plan again the partitions of fixes whose target died (`replan.py`), through
+        the intake, as soon as their cancels have landed."""
+        if self._replans is None:  # first tick: also those an earlier executor left
+            self._replans = {r.id for r in self.store.list(State.FAILED) if replan.pending(r)}
+        for action_id in sorted(self._replans):
+            row = self.store.get(action_id)
+            if row is None or not replan.pending(row):
+                self._replans.discard(action_id)
+                continue
+            made = replan.fresh_plan(row, self._read(stored_action(row.record)), self.signer)
+            if made == "wait":
+                continue
+            self._replans.discard(action_id)
+            if isinstance(made, str):
+                replan.link(self.store, row, None, made)
+                continue
+            got = self.receive(made.to_json(), source=f"replan of {row.id[:12]}")
+            replan.link(self.store, row, got.action_id, f"{got.outcome}: {got.reason}")
+            self._log(f"action {row.id[:12]}'s partitions planned again: {got.outcome} "
+                      f"{(got.action_id or '')[:12]}")
 
     def _resolve_pages(self) -> None:
         """Close the pages whose problem the live cluster no longer shows (at most every
@@ -236,249 +253,3 @@ class Executor:
             self._advance(row, action)
         elif row.state is State.VERIFYING:
             self._verify(row, action)
-
-    def _read(self, action: Action) -> LiveView:
-        """The live cluster as far as this action is concerned: all brokers and dirs, the
-        partitions of its topics (see `KafkaCluster.read`)."""
-        targets = action.targets()
-        return self.cluster.read(future_of={b for t in targets for b in t.replicas},
-                                 topics={t.topic for t in targets})
-
-    def _fresh(self, row: ActionRow) -> ActionRow:
-        found = self.store.get(row.id)
-        assert found is not None  # actions are never deleted
-        return found
-
-    def _start(self, row: ActionRow, action: Action) -> None:
-        view = self._read(action)
-        verdict = checks.applies(action, view, self.skew_threshold)
-        if not verdict.applies:
-            self.store.transition(row.id, State.SUPERSEDED, ACTOR,
-                                  f"re-read before acting: {verdict.reason}")
-            return
-        row = self.store.transition(row.id, State.EXECUTING, ACTOR, f"{verdict.reason}; starting")
-        self.store.update_journal(row.id, started_at=clock.text(self._clock()),
-                                  attempt=row.attempts)
-        self._advance(self._fresh(row), action, view)
-
-    def _advance(self, row: ActionRow, action: Action, view: LiveView | None = None) -> None:
-        view = view or self._read(action)
-        if row.cancel_request is not None:
-            who = row.cancel_request
-            self._revert(row, action, view, State.CANCELLED, who["actor"],
-                         f"cancelled by {who['actor']}: {who['reason']}")
-            return
-        started = clock.parse(row.journal.get("started_at", clock.text(self._clock())))
-        elapsed = (self._clock() - started).total_seconds()
-        if elapsed > self.timeouts.execution_seconds:
-            self._revert(row, action, view, State.FAILED, ACTOR,
-                         f"not done after {elapsed:.0f} s (execution timeout "
-                         f"{self.timeouts.execution_seconds:g} s)")
-            return
-        back = checks.returned_broker(action, view)
-        if back is not None:
-            st = progress.status(action, view)
-            self._revert(row, action, view, State.CANCELLED, ACTOR,
-                         f"broker {back} came back while its replicas were re-replicated: the "
-                         f"remaining moves are cancelled ({len(st.done)} of "
-                         f"{len(action.targets())} partitions had their new replicas; the "
-                         "others keep theirs, its own among them)")
-            return
-        if action.type == "move_replica_dirs":
-            self._advance_dirs(row, action, view)
-        elif action.type == "assign_consumers":
-            if self._publish is None:
-                self._fail(row, "no event bus to publish the consumer assignment to")
-                return
-            self._publish(action)
-            self._to_verifying(row, "assignment published to the consumer-assignments topic")
-        else:
-            self._advance_reassignment(row, action, view)
-
-    def _advance_reassignment(self, row: ActionRow, action: Action, view: LiveView) -> None:
-        st = progress.status(action, view)
-        self._left(row, st)
-        journal = row.journal
-        if st.not_started:
-            if not journal.get("submitted"):
-                self._submit_reassignment(row, action, view)
-            elif self._stalled(row):
-                self._revert(row, action, view, State.FAILED, ACTOR,
-                             "the reassignment selfheal submitted is no longer in progress and "
-                             "its target was not reached (cancelled outside selfheal?): "
-                             + checks.summarise(st.not_started))
-            return
-        self._moving(row)
-        if st.in_flight:
-            self._progress(row, f"{len(st.done)} of {len(action.targets())} partitions done; "
-                                + checks.summarise(st.in_flight))
-            return
-        # Every replica list is at its target. A fix may still have replicas to put in the
-        # dirs the plan names; a leader plan has its elections to run.
-        if action.type == "fix_offline_replicas" and not self._dirs_in_place(row, action, view):
-            return
-        if action.type == "rebalance_leaders" and not journal.get("elected"):
-            errors = self.cluster.elect_preferred(action.elections())
-            self.store.update_journal(row.id, elected=True)
-            self.store.note(row.id, ACTOR, f"preferred election run for "
-                            f"{len(action.elections())} partitions"
-                            + (f"; not yet: {errors}" if errors else ""))
-        self._to_verifying(row, f"all {len(action.targets())} partitions at their target "
-                                "replicas")
-
-    def _submit_reassignment(self, row: ActionRow, action: Action, view: LiveView) -> None:
-        targets = {(t.topic, t.partition): list(t.replicas) for t in action.targets()}
-        if action.type == "fix_offline_replicas":
-            self.throttles.apply(row.id, "inter", throttle.inter_broker(
-                action, view, self.policy.limits.inter_broker_throttle_bytes_per_s))
-            # As kafka-reassign-partitions does: name the dir of each new replica first, so
-            # the broker creates it there (it answers ReplicaNotAvailable until then).
-            preferred = {(t.topic, t.partition, b): path for t in action.targets()
-                         for b in t.replicas if (path := t.dir_of(b)) is not None
-                         and b not in view.model.brokers_with_offline_dir}
-            self.cluster.move_dirs(preferred)
-        # Marked submitted only once Kafka answered. A crash or a failed call before that
-        # leaves it unmarked, and the next step re-reads first: a reassignment Kafka did
-        # take shows as in flight (or done) there and is never submitted again.
-        self.store.update_journal(row.id, submitted_at=clock.text(self._clock()))
-        errors = self.cluster.reassign(targets)
-        self.store.update_journal(row.id, submitted=True)
-        accepted = len(targets) - len(errors)
-        self.store.note(row.id, ACTOR, f"reassignment submitted for {accepted} partitions"
-                        + (f"; refused: {_errors(errors)}" if errors else ""))
-        if errors:
-            self._revert(row, action, self._read(action), State.FAILED, ACTOR,
-                         f"Kafka refused the reassignment of {_errors(errors)}")
-
-    def _dirs_in_place(self, row: ActionRow, action: Action, view: LiveView) -> bool:
-        """Moves replicas into the dirs the plan names once they exist; True when none left."""
-        moves = dir_moves(action, view)
-        flying = [k for k in view.future if k[:2] in {(t.topic, t.partition)
-                                                      for t in action.targets()}]
-        if not moves:
-            return not flying
-        if row.journal.get("dirs_submitted"):
-            self._progress(row, f"{len(moves)} replicas still outside their planned dir")
-            return not flying  # a broker may have declined; verification will say so
-        self.throttles.apply(row.id, "intra", throttle.intra_broker(
-            moves, self.policy.limits.intra_broker_throttle_bytes_per_s))
-        errors = self.cluster.move_dirs(moves)
-        self.store.update_journal(row.id, dirs_submitted=True)
-        self.store.note(row.id, ACTOR, f"{len(moves)} replicas moved to their planned dirs"
-                        + (f"; refused: {_errors(errors)}" if errors else ""))
-        return False
-
-    def _advance_dirs(self, row: ActionRow, action: Action, view: LiveView) -> None:
-        moves = dir_moves(action, view)
-        st = progress.status(action, view)
-        self._left(row, st)
-        if moves and not row.journal.get("submitted"):
-            self.throttles.apply(row.id, "intra", throttle.intra_broker(
-                moves, self.policy.limits.intra_broker_throttle_bytes_per_s))
-            self.store.update_journal(row.id, submitted_at=clock.text(self._clock()))
-            errors = self.cluster.move_dirs(moves)  # as for reassignments: marked when answered
-            self.store.update_journal(row.id, submitted=True)
-            self.store.note(row.id, ACTOR, f"log dir moves submitted for {len(moves)} replicas"
-                            + (f"; refused: {_errors(errors)}" if errors else ""))
-            if errors:
-                self._revert(row, action, self._read(action), State.FAILED, ACTOR,
-                             f"Kafka refused the move of {_errors(errors)}")
-            return
-        if st.in_flight:
-            self._moving(row)
-            self._progress(row, checks.summarise(st.in_flight))
-            return
-        if moves:
-            if self._stalled(row):
-                self._revert(row, action, view, State.FAILED, ACTOR,
-                             "the log dir moves selfheal submitted are no longer in progress "
-                             "and the replicas are not in their target dirs: "
-                             + checks.summarise(st.not_started))
-            return
-        self._to_verifying(row, f"all {len(action.targets())} partitions in their target dirs")
-
-    def _to_verifying(self, row: ActionRow, reason: str) -> None:
-        self.throttles.restore(row.id)
-        row = self.store.transition(row.id, State.VERIFYING, ACTOR, reason)
-        self.store.update_journal(row.id, verifying_at=clock.text(self._clock()))
-        self._verify(self._fresh(row), stored_action(row.record))
-
-    def _verify(self, row: ActionRow, action: Action) -> None:
-        self.throttles.restore(row.id)  # in case the executor stopped between the moves and here
-        view = self._read(action)
-        problems = progress.verify(action, view)
-        if not problems:
-            done = f"{len(action.targets())} partitions in their target state"
-            self._progress(row, f"done: {done}")  # what the live cluster shows, not a count
-            self.store.transition(row.id, State.SUCCEEDED, ACTOR,
-                                  f"verified on the live cluster: {done}")
-            return
-        if action.type == "rebalance_leaders":
-            # A preferred leader that was still catching up may be electable now.
-            self.cluster.elect_preferred(action.elections())
-        since = clock.parse(row.journal.get("verifying_at", clock.text(self._clock())))
-        waited = (self._clock() - since).total_seconds()
-        if waited > self.timeouts.verify_seconds:
-            self._fail(row, f"target state not reached {waited:.0f} s after the moves: "
-                            + checks.summarise(problems))
-        else:
-            self._progress(row, "verifying: " + checks.summarise(problems))
-
-    # --- reverting, throttles, bookkeeping ---------------------------------------------
-
-    def _revert(self, row: ActionRow, action: Action, view: LiveView, end: State, actor: str,
-                reason: str) -> None:
-        """Cancel what is in flight for this action, restore configs, and end it."""
-        ours = {(t.topic, t.partition) for t in action.targets()}
-        flying = {tp: None for tp in ours if tp in view.reassigning}
-        undone: list[str] = []
-        if flying:
-            errors = self.cluster.reassign(flying)
-            undone.append(f"{len(flying) - len(errors)} reassignments cancelled")
-        back = {}
-        for (t, p, b) in view.future:
-            part = view.partition(t, p)
-            if (t, p) in ours and part is not None:
-                current = next((r.log_dir for r in part.replicas if r.broker == b), None)
-                if current is not None:
-                    back[(t, p, b)] = current
-        if back:
-            self.cluster.move_dirs(back)
-            undone.append(f"{len(back)} log dir moves stopped")
-        self.throttles.restore(row.id)
-        tail = ("; reverted: " + ", ".join(undone)) if undone else "; nothing was in flight"
-        if end is State.CANCELLED:
-            self.store.transition(row.id, State.CANCELLED, actor, reason + tail)
-        else:
-            self._fail(row, reason + tail)
-
-    def _fail(self, row: ActionRow, reason: str) -> None:
-        self.throttles.restore(row.id)
-        self.store.transition(row.id, State.FAILED, ACTOR, reason)
-        self._log(f"action {row.id[:12]} failed: {reason}")
-
-    def _stalled(self, row: ActionRow) -> bool:
-        """True once submitted moves have looked neither in flight nor done for the grace."""
-        since = row.journal.get("stalled_since")
-        if since is None:
-            self.store.update_journal(row.id, stalled_since=clock.text(self._clock()))
-            return False
-        return self._clock() - clock.parse(since) > STALL_GRACE
-
-    def _moving(self, row: ActionRow) -> None:
-        if row.journal.get("stalled_since") is not None:
-            self.store.update_journal(row.id, stalled_since=None)
-
-    def _left(self, row: ActionRow, st: progress.Status) -> None:
-        """Partitions not yet at their target, for /metrics' bytes left to move."""
-        left = len(st.in_flight) + len(st.not_started)
-        if row.journal.get("partitions_left") != left:
-            self.store.update_journal(row.id, partitions_left=left)
-
-    def _progress(self, row: ActionRow, text: str) -> None:
-        if row.journal.get("progress") != text:
-            self.store.update_journal(row.id, progress=text)
-
-
-def _errors(errors: dict[Any, str]) -> str:
-    return checks.summarise(f"{'-'.join(map(str, k))}: {v}" for k, v in sorted(errors.items()))

@@ -333,6 +333,15 @@ class ActionStore(ServiceTables):
                                     (action_id,)).fetchall()
         return tuple(_audit_entry(r) for r in rows)
 
+    def refusals(self, action_id: str) -> tuple[AuditEntry, ...]:
+        """The refused records that carried this action id, oldest first: what
+        GET /api/actions/<id> shows when no action was ever stored under it."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM audit WHERE action_id = ? AND to_state = ? ORDER BY id",
+                (action_id, REJECTED)).fetchall()
+        return tuple(_audit_entry(r) for r in rows)
+
     def rejected(self) -> tuple[AuditEntry, ...]:
         """Every rejected input, with its raw text."""
         with self._lock:

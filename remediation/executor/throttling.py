@@ -70,15 +70,33 @@ class Throttles:
         each broker reports what was put back."""
         known = dict(self._journal(action_id).get("throttles", {}))
         put_back: throttle.Configs = {}
+        down = _down_brokers(self.cluster)
         for kind, entry in known.items():
             if entry.get("restored"):
                 continue
-            self.cluster.alter_configs(entry["saved"])
-            known[kind] = {**entry, "restored": True}
+            # A dead broker takes no config change (every try fails, and the action could
+            # never end): its rate is left, and named. It throttles nothing once the
+            # topics' throttled-replica lists are put back, which go to the controller.
+            left = {r: v for r, v in entry["saved"].items() if r in down}
+            saved = {r: v for r, v in entry["saved"].items() if r not in left}
+            self.cluster.alter_configs(saved)
+            known[kind] = {**entry, "restored": True, **({"left": left} if left else {})}
             self.store.update_journal(action_id, throttles=known)
-            restored = throttle.describe(entry["saved"])
+            restored = throttle.describe(saved)
             self.store.note(action_id, ACTOR, f"throttle removed, configs restored: {restored}")
-            for res, keys in entry["saved"].items():
+            if left:
+                self.store.note(action_id, ACTOR, "broker down, its throttle left as set "
+                                f"(put back by hand when it returns: {throttle.describe(left)})")
+            for res, keys in saved.items():
                 put_back.setdefault(res, {}).update(keys)
         if put_back:
             self._await_brokers(action_id, put_back, "restored configs")
+
+
+def _down_brokers(cluster: KafkaCluster) -> set[str]:
+    """'broker:N' of each broker the latest read found down."""
+    view = getattr(cluster, "last_view", None)
+    if view is None:
+        return set()
+    model = view.model
+    return {f"broker:{b}" for b in model.brokers if b not in model.alive}

@@ -41,6 +41,9 @@ class LiveView:
     # bytes per (broker, dir) and partitions led per broker; None: from `model`.
     all_dir_bytes: Mapping[tuple[int, str], int] | None = None
     all_leaders: Mapping[int, int] | None = None
+    # Brokers whose DescribeLogDirs answered in this read; None: every alive one (a view
+    # built by hand). Another broker's dirs and replicas are only the last known ones.
+    answered: frozenset[int] | None = None
 
     @property
     def dir_bytes(self) -> Mapping[tuple[int, str], int]:
@@ -71,6 +74,11 @@ class LiveView:
             for b in set(r.replicas) | set(r.adding) | set(r.removing):
                 out[b] = out.get(b, 0) + 1
         return out
+
+    def heard(self, broker: int) -> bool:
+        """The broker is alive and answered DescribeLogDirs in this read."""
+        return broker in self.model.alive and (self.answered is None
+                                               or broker in self.answered)
 
     def online_dir(self, broker: int, path: str) -> bool:
         d = self.model.dirs.get(broker, {}).get(path)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 # module to build the parser, and should only pay for the planner it runs.
 DEFAULT_THRESHOLD = 1.10  # core.plan.disks.DEFAULT_THRESHOLD
 STRATEGIES = ("range", "cooperative-sticky")  # core.plan.consumers.STRATEGIES
+DEFAULT_THROTTLE = 50 << 20  # core.plan.recovery.DEFAULT_RATE
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -96,6 +97,14 @@ def register(subparsers: Any) -> None:
         "offline",
         parents=[with_snapshot],
         help="reassign replicas on dead brokers and failed log dirs",
+    )
+    p.add_argument(
+        "--throttle",
+        type=int,
+        default=DEFAULT_THROTTLE,
+        metavar="BYTES_PER_S",
+        help="replication throttle per broker for --explain's recovery time (default "
+        "%(default)s, the executor's inter_broker_throttle_bytes_per_s)",
     )
     p.set_defaults(func=_offline)
 
@@ -214,7 +223,7 @@ def _offline(args: argparse.Namespace) -> int:
 
     with _snapshot(args) as model:
         plan = offline.plan_offline(model)
-        text = offline.explain(model, plan) if args.explain else None
+        text = offline.explain(model, plan, args.throttle) if args.explain else None
         return _emit(plan.to_json(), text, "offline")
 
 

@@ -28,19 +28,15 @@ POST (Origin or Sec-Fetch-Site saying so) is refused before anything is read.
 
 Bodies (Content-Length or chunked) are read as raw bytes with a size limit and a deadline
 while they stream in, and decoded by `schemas/wire.py` only: FastAPI never parses a body
-itself. The server's limits
-(connections, timeouts, head size) are in `remediation/service/server.py`.
+itself (`remediation/service/edge.py`, with the framing refusals and the token check).
+The server's limits (connections, timeouts, head size) are in
+`remediation/service/server.py`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import binascii
-import hmac
-import json
 import re
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -49,30 +45,22 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect
 
+from core.plan import recovery
 from remediation.executor.actions import stored_action
 from remediation.executor.lifecycle import State
 from remediation.executor.store import ActionRow, ActionStore
-from remediation.service import metrics, pages
+from remediation.service import metrics, pages, refusals
 from remediation.service import openapi as doc
 from remediation.service.alerts import AlertPayloadError, parse_webhook, receive, stored_alert
 from remediation.service.approvals import Approvals, NotAllowed
+from remediation.service.edge import Edge, Reply, authorize, error, json_body, read_body
 from remediation.service.links import LinkRefused
 from remediation.service.server import Limits, ServiceServer
-from schemas import wire
-from schemas.registry import RecordError
 
 _ID = re.compile(r"[0-9a-f]{64}")
 _ACTOR = re.compile(r"[\w .@+-]{1,100}")
 HTML = "text/html; charset=utf-8"
-MAX_HEADERS = 100
-_SAFE_HEADERS = [
-    (b"cache-control", b"no-store"),
-    (b"x-content-type-options", b"nosniff"),
-    (b"x-frame-options", b"DENY"),  # no clickjacking of the confirm button
-    (b"referrer-policy", b"no-referrer"),
-]
 
 
 @dataclass
@@ -88,6 +76,7 @@ class Service:
     current: Callable[[], pages.Current | None] = lambda: None  # replicas now, if known
     # POST /api/actions: a signed action record -> (HTTP status, body)
     submit: Callable[[bytes], tuple[int, dict[str, Any]]] | None = None
+    throttle: int = recovery.DEFAULT_RATE  # the policy's inter-broker rate, for estimates
 
     def origin(self) -> str:
         parts = urlsplit(self.approvals.base_url)
@@ -96,147 +85,6 @@ class Service:
     def count(self, route: str, code: str) -> None:
         self.counters.inc("selfheal_http_requests_total", route=route, code=code)
 
-
-class Reply(Exception):
-    """Ends a request with this status and body; `close` ends the connection too (the
-    body was not read, or not wholly)."""
-
-    def __init__(self, status: int, body: str | bytes | dict[str, Any],
-                 content_type: str = "application/json", close: bool = False) -> None:
-        super().__init__(status)
-        self.status = status
-        self.body = body
-        self.content_type = content_type
-        self.close = close
-
-    def response(self) -> Response:
-        if isinstance(self.body, dict):
-            data = json.dumps(self.body, indent=1, sort_keys=True).encode()
-        else:
-            data = self.body.encode() if isinstance(self.body, str) else self.body
-        headers = {"Connection": "close"} if self.close else None
-        return Response(data, self.status, headers=headers, media_type=self.content_type)
-
-
-def error(status: int, message: str, close: bool = False) -> Reply:
-    return Reply(status, {"error": message}, close=close)
-
-
-async def read_body(request: Request, limits: Limits) -> bytes:
-    """The whole body, refused (413) as soon as it passes the limit and (408) when it does
-    not arrive within the deadline; either way the connection closes after the reply."""
-    announced = request.headers.get("content-length")
-    if announced is not None and announced.isdigit() and int(announced) > limits.max_body_bytes:
-        raise error(413, f"request body over {limits.max_body_bytes} bytes", close=True)
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        async with asyncio.timeout(limits.body_seconds):
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limits.max_body_bytes:
-                    raise error(413, f"request body over {limits.max_body_bytes} bytes",
-                                close=True)
-                chunks.append(chunk)
-    except TimeoutError:
-        raise error(408, "the request did not arrive in time", close=True) from None
-    except ClientDisconnect:
-        raise error(400, f"the client left after {size} bytes of its body",
-                    close=True) from None
-    return b"".join(chunks)
-
-
-def _json(raw: bytes, limits: Limits) -> dict[str, Any]:
-    if not raw:
-        return {}
-    try:
-        body = wire.decode("http-body", raw, limits.max_body_bytes)
-    except RecordError as exc:
-        raise error(400, f"body: {exc.problem}") from None
-    if not isinstance(body, dict):
-        raise error(400, "body must be a JSON object, e.g. {\"actor\": \"alice\"}")
-    return body
-
-
-def _auth(svc: Service, request: Request) -> None:
-    given = request.headers.get("authorization", "")
-    if given.startswith("Bearer "):
-        token = given.removeprefix("Bearer ").strip().encode()
-    elif given.startswith("Basic "):
-        try:
-            token = base64.b64decode(given.removeprefix("Basic ").strip(),
-                                     validate=True).partition(b":")[2]
-        except (ValueError, binascii.Error):
-            raise error(400, "malformed basic auth header") from None
-    else:
-        raise error(401, "missing API token: send 'Authorization: Bearer <api token>' "
-                         "([serve] api_token)")
-    if not hmac.compare_digest(token, svc.api_token.encode()):
-        raise error(403, "wrong API token")
-
-
-def _framing(scope: dict[str, Any]) -> Reply | None:
-    """What h11 takes but this server does not: the connection ends after the reply."""
-    if scope["http_version"] not in ("1.0", "1.1"):
-        return error(505, f"HTTP/{scope['http_version']} is not spoken here; use HTTP/1.1",
-                     close=True)
-    if scope["method"] not in ("GET", "POST"):
-        return error(501, f"{scope['method']} is not implemented; GET and POST are",
-                     close=True)
-    headers = scope["headers"]
-    if len(headers) > MAX_HEADERS:
-        return error(431, f"over {MAX_HEADERS} request headers", close=True)
-    names = {name for name, _ in headers}
-    if b"transfer-encoding" in names and b"content-length" in names:
-        # Where the body ends is ambiguous (the request smuggling pattern).
-        return error(400, "both Transfer-Encoding and Content-Length: send one",
-                     close=True)
-    return None
-
-
-class Edge:
-    """The outermost ASGI layer: framing refusals, the safety headers on every reply, and
-    the request counter by route and status."""
-
-    def __init__(self, app: Any, service: Service) -> None:
-        self.app = app
-        self.service = service
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        status: list[int] = []
-        announced = dict(scope["headers"]).get(b"content-length", b"0")
-        unread = [announced.strip() not in (b"", b"0")]
-
-        async def reading() -> Any:
-            message = await receive()
-            if message["type"] == "http.disconnect" or not message.get("more_body"):
-                unread[0] = False
-            return message
-
-        async def guarded(message: MutableMapping[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                status.append(message["status"])
-                headers = [*message.get("headers", ()), *_SAFE_HEADERS]
-                if unread[0] and (b"connection", b"close") not in headers:
-                    # A reply before the body was read: the rest of the body would have to
-                    # be waited for and thrown away; ending the connection is cheaper.
-                    headers.append((b"connection", b"close"))
-                message = {**message, "headers": headers}
-            await send(message)
-
-        refused = _framing(scope)
-        try:
-            if refused is not None:
-                await refused.response()(scope, reading, guarded)
-            else:
-                await self.app(scope, reading, guarded)
-        except Exception:  # answered 500 by the app's handler already; never the server's
-            status = status or [500]
-        route = scope.get("state", {}).get("route", "other")
-        self.service.count(route, str(status[0] if status else 500))
 
 
 def app(service: Service, limits: Limits) -> Edge:
@@ -263,7 +111,7 @@ def app(service: Service, limits: Limits) -> Edge:
         if path.startswith("/api/") or path == "/alertmanager":
             route(request, "api_other")
             try:
-                _auth(svc, request)
+                authorize(svc.api_token, request)
             except Reply as refused:
                 return refused.response()
             return error(404, "no such API route; see /api/actions").response()
@@ -311,7 +159,8 @@ def app(service: Service, limits: Limits) -> Edge:
         route(request, "action_page")
         row = row_of(action_id)
         alerts = [stored_alert(a) for a in svc.store.alerts(row.id)]
-        page = pages.render_action(row, svc.store.audit(row.id), alerts, svc.current())
+        page = pages.render_action(row, svc.store.audit(row.id), alerts, svc.current(),
+                                   svc.throttle)
         return Reply(200, page, HTML).response()
 
     def refusal(exc: LinkRefused) -> Reply:
@@ -335,7 +184,7 @@ def app(service: Service, limits: Limits) -> Edge:
             csrf_token=svc.approvals.signer.csrf_token(claims.nonce), link_token=token,
             current=svc.current(), alert=alerts[-1] if alerts else None,
             reasons=row.journal.get("decision", {}).get("reasons", ()),
-            expires_at=claims.expires_at)
+            expires_at=claims.expires_at, throttle=svc.throttle)
         return Reply(200, page, HTML).response()
 
     def confirm(raw: bytes) -> Reply:
@@ -372,7 +221,7 @@ def app(service: Service, limits: Limits) -> Edge:
     async def webhook(request: Request) -> Response:
         """Alertmanager's webhook (payload version 4): alerts linked to their fixes."""
         route(request, "api_webhook")
-        _auth(svc, request)
+        authorize(svc.api_token, request)
         raw = await read_body(request, limits)
 
         def take() -> Reply:
@@ -399,7 +248,7 @@ def app(service: Service, limits: Limits) -> Edge:
     def list_actions(request: Request, state: str | None = None) -> Response:
         """The actions, open first; `state` keeps those in one state."""
         route(request, "api_list")
-        _auth(svc, request)
+        authorize(svc.api_token, request)
         if state is not None and state not in {s.value for s in State}:
             raise error(400, f"unknown state {state!r}; known: "
                              + ", ".join(s.value for s in State))
@@ -414,7 +263,7 @@ def app(service: Service, limits: Limits) -> Edge:
         """A signed action record onto the actions topic; the intake takes it from there
         (policy, approval, limits and the breaker all apply)."""
         route(request, "api_submit")
-        _auth(svc, request)
+        authorize(svc.api_token, request)
         if svc.submit is None:
             raise error(404, "this server takes no actions by HTTP")
         raw = await read_body(request, limits)
@@ -422,13 +271,18 @@ def app(service: Service, limits: Limits) -> Edge:
         return Reply(status, reply).response()
 
     @api.get("/api/actions/{action_id}",
-             responses=doc.replies((200, doc.JSON, doc.DETAIL), *api_refusals,
-                                   *doc.refusals(404)),
+             responses=doc.replies((200, doc.JSON, {"oneOf": [doc.DETAIL, refusals.SCHEMA]}),
+                                   *api_refusals, *doc.refusals(404)),
              response_class=Response)
     def show(request: Request, action_id: str) -> Response:
-        """One action with its audit, alerts and, while it waits, a fresh approval link."""
+        """One action with its audit, alerts and, while it waits, a fresh approval link;
+        a record refused under this id (never an action): `refused` and why."""
         route(request, "api_show")
-        _auth(svc, request)
+        authorize(svc.api_token, request)
+        refused = (None if not _ID.fullmatch(action_id) or svc.store.get(action_id)
+                   else refusals.shown(svc.store, action_id))
+        if refused is not None:
+            return Reply(200, refused).response()
         return Reply(200, _show(svc, row_of(action_id))).response()
 
     decisions: dict[str, Callable[[str, str, str | None], ActionRow]] = {
@@ -438,9 +292,9 @@ def app(service: Service, limits: Limits) -> Edge:
     def decision(verb: str) -> Callable[[Request, str], Awaitable[Response]]:
         async def decide(request: Request, action_id: str) -> Response:
             route(request, "api_" + verb)
-            _auth(svc, request)
+            authorize(svc.api_token, request)
             row = await sync(row_of, action_id)
-            body = _json(await read_body(request, limits), limits)
+            body = json_body(await read_body(request, limits), limits)
             actor = body.get("actor") or request.headers.get("x-selfheal-actor") or "api"
             if not isinstance(actor, str) or not _ACTOR.fullmatch(actor):
                 raise error(400, "actor must be 1-100 letters, digits, spaces or . @ + - _")
@@ -474,7 +328,7 @@ def app(service: Service, limits: Limits) -> Edge:
         return api.openapi_schema
 
     api.openapi = described  # type: ignore[method-assign]
-    return Edge(api, svc)
+    return Edge(api, svc.count)
 
 
 def _summary(row: ActionRow) -> dict[str, Any]:

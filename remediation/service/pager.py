@@ -32,6 +32,7 @@ from typing import Any
 
 from core import clock
 from core.config import PagerConfig
+from core.plan import recovery
 from remediation.executor.actions import stored_action
 from remediation.executor.lifecycle import State, is_terminal
 from remediation.executor.store import ActionRow, ActionStore
@@ -56,8 +57,10 @@ class Pager:
 
     def __init__(self, store: ActionStore, approvals: Approvals, config: PagerConfig,
                  counters: Counters | None = None,
-                 log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> None:
+                 log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+                 throttle: int = recovery.DEFAULT_RATE) -> None:
         self.store = store
+        self.throttle = throttle  # the policy's inter-broker rate, for a fix's estimate
         self.approvals = approvals
         self.config = config
         self.counters = counters or Counters()
@@ -195,6 +198,9 @@ class Pager:
         if action is not None and action.state is not State.PROPOSED:
             record = stored_action(action.record)
             text = _action_text(action, record.reason)
+            got = record.summary.received
+            if record.type == "fix_offline_replicas" and got:
+                text += f" (recovery: {recovery.estimate(got, self.throttle)})"
             if action.state is State.AWAITING_APPROVAL:
                 kind, link = fmt.APPROVE, self.approvals.link(action).url
             else:

@@ -13,6 +13,7 @@ from datetime import datetime
 from html import escape
 from typing import TYPE_CHECKING
 
+from core.plan import recovery
 from core.plan.formats import human_bytes
 from remediation.executor.actions import stored_action
 from remediation.executor.store import ActionRow, AuditEntry
@@ -104,8 +105,10 @@ def describe_target(t: PartitionAssignment, action_type: str, current: Current |
 
 def render_approval(action: Action, *, form_action: str, csrf_token: str, link_token: str,
                     current: Current | None = None, alert: Alert | None = None,
-                    reasons: Iterable[str] = (), expires_at: datetime | None = None) -> str:
-    """The page a pager link opens: what will change, the risk, and one confirm button."""
+                    reasons: Iterable[str] = (), expires_at: datetime | None = None,
+                    throttle: int = recovery.DEFAULT_RATE) -> str:
+    """The page a pager link opens: what will change, how long it takes at `throttle`
+    (bytes/s per broker), the risk, and one confirm button."""
     lines = _plan_lines(action, current)
     shown = lines[:MAX_LINES]
     more = (f"<p>... and {len(lines) - MAX_LINES} more partitions (see the plan JSON).</p>"
@@ -116,6 +119,7 @@ def render_approval(action: Action, *, form_action: str, csrf_token: str, link_t
         f"Why: {action.reason}" if action.reason else "",
         f"{s.partitions} partitions, {human_bytes(s.bytes)} to copy, brokers "
         f"{', '.join(map(str, s.brokers)) or 'none'}." if not action.is_page else "",
+        *recovery_lines(action, throttle),
         f"This link expires at {expires_at:%Y-%m-%d %H:%M} UTC." if expires_at else "",
     ]
     button = "Mark resolved" if action.is_page else "Approve and run"
@@ -177,8 +181,10 @@ def render_index(rows: Sequence[ActionRow], role: str, holder: str | None) -> st
 
 
 def render_action(row: ActionRow, audit: Iterable[AuditEntry], alerts: Iterable[Alert],
-                  current: Current | None = None) -> str:
-    """One action for reading: state, plan in plain words, alerts, the audit trail."""
+                  current: Current | None = None,
+                  throttle: int = recovery.DEFAULT_RATE) -> str:
+    """One action for reading: state, plan in plain words, how long it takes, alerts, the
+    audit trail."""
     action = stored_action(row.record)
     lines = _plan_lines(action, current)
     progress = row.journal.get("progress")
@@ -190,6 +196,7 @@ def render_action(row: ActionRow, audit: Iterable[AuditEntry], alerts: Iterable[
         f"<p>Action {escape(row.id)}: <strong>{escape(row.state.value)}</strong>"
         f" (attempt {row.attempts}).</p>",
         f"<p>{escape(action.reason)}</p>",
+        *(f"<p>{escape(line)}</p>" for line in recovery_lines(action, throttle)),
         f"<p>Progress: {escape(str(progress))}</p>" if progress and row.open else "",
         f'<p class="refused">{escape(row.error)}</p>' if row.error else "",
         *(_alert_html(a) for a in alerts),
@@ -198,6 +205,16 @@ def render_action(row: ActionRow, audit: Iterable[AuditEntry], alerts: Iterable[
         f'<p class="risk"><strong>Risk:</strong> {escape(_RISK[action.type])}</p>',
         "<h2>Audit</h2><ul>" + trail + "</ul>",
     ])
+
+
+def recovery_lines(action: Action, throttle: int) -> list[str]:
+    """A re-replication's time at the throttle and what each broker copies; none for
+    other actions, or a record from before summaries carried it."""
+    got = action.summary.received
+    if action.type != "fix_offline_replicas" or not got:
+        return []
+    return [f"Recovery: {recovery.estimate(got, throttle)}.",
+            f"Copied per broker (replicas): {recovery.per_broker(got, limit=20)}."]
 
 
 def _picture(action: Action, current: Current | None) -> str:

@@ -98,14 +98,15 @@ class Serve:
         self.approvals = Approvals(self.store, signer, "http://unbound",
                                    policy.limits.approval_ttl_seconds)
         service = http.Service(self.store, self.approvals, token, self.runtime.counters,
-                               self.runtime.gauges, self._role, self._current, self.submit)
+                               self.runtime.gauges, self._role, self._current, self.submit,
+                               policy.limits.inter_broker_throttle_bytes_per_s)
         self.server, self._http = http.start(host, port, service)
         self.approvals.base_url = (config.serve.link_base_url or self.server.url).rstrip("/")
         self.url = self.server.url
         # Pages go out from every serve (the store's outbox claims keep two from sending
         # one message), so a standby still pages while no executor leads.
         self.pager = Pager(self.store, self.approvals, config.pager, self.runtime.counters,
-                           log)
+                           log, throttle=policy.limits.inter_broker_throttle_bytes_per_s)
         self._shown: Any = None  # the executor's latest read with partitions, for pages
 
     def _current(self) -> LiveView | None:

@@ -4,7 +4,7 @@ The abuse limits are uvicorn's and h11's own settings: `limit_concurrency` (requ
 flight; one past it is answered 503 and its connection closed), `timeout_keep_alive` (an idle
 connection is closed), h11's `max_incomplete_event_size` (a request line and headers
 over it are refused). The body is read by the app with a size limit and a deadline
-(`http.read_body`). uvicorn has no deadline for a request's head and no idle deadline
+(`edge.read_body`). uvicorn has no deadline for a request's head and no idle deadline
 before a connection's first request, so the protocol below adds those two timers, which
 is all that keeps a slowloris client from holding a connection for ever. It also refuses
 a connection past `max_open` at once (503, Retry-After; uvicorn would wait for its

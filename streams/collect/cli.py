@@ -166,7 +166,7 @@ def _snapshot_file(out: str, config: Any, from_bus: bool = False) -> int:
 
     from core.live import LiveReadError
     from schemas.snapshot import SnapshotError
-    from streams.collect.snapshots import write_from_bus, write_snapshot
+    from streams.collect.snapshot_files import write_from_bus, write_snapshot
     from streams.snapshot_reader import SnapshotMissing
 
     if out != "-":

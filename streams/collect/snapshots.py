@@ -24,14 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from core.config import Config
 from schemas import snapshot_chunks as chunking
 from schemas.records import LogDirEvent
 from schemas.registry import RecordError
@@ -97,10 +94,10 @@ class SnapshotCollector:
         config = run.config
         self.run = run
         self.servers = config.require_bootstrap_servers()
-        self.security = config.cluster_security
         self.cluster_id = config.cluster.cluster_id
         self.kraft = config.cluster.mode == "kraft"
         self.timeout_ms = int(config.collect.request_timeout_seconds * 1000)
+        self.security = config.cluster_security
         self.snapshot_topic = config.topic("cluster-snapshots")
         # An event's snapshot re-uses other brokers' dirs at most one interval old: the
         # interval's own snapshot describes every broker.
@@ -109,6 +106,7 @@ class SnapshotCollector:
         self.memory = PlacementMemory()
         self.placement = PlacementMetrics(run.telemetry.registry)
         self.view: ClusterView | None = None
+        self.sent_taken_at: str | None = None  # of the last full snapshot sent
         self._admin: Any = None
         self._stack = contextlib.ExitStack()
 
@@ -179,6 +177,7 @@ class SnapshotCollector:
         if not sink.send(self.snapshot_topic, manifest, self.cluster_id.encode(),
                          self.run.stop):
             return False
+        self.sent_taken_at = doc["taken_at"]
         self.placement.update(snapshot)
         alive = {b["id"] for b in doc["brokers"] if b["alive"]}
         self.observe(sink, alive, {
@@ -195,6 +194,40 @@ class SnapshotCollector:
                      f"{seconds:.2f} s, "
                      f"{self.memory.last_described} of {len(doc['brokers'])} brokers' "
                      "dirs described")
+        return True
+
+    def delta(self, sink: RecordSink, brokers: set[int], reason: str) -> bool:
+        """A failure's own evidence, small and at once: ``brokers``' dirs and partitions as
+        a delta (schemas/snapshot_delta.py) ahead of the full snapshot. Keyed
+        ``<cluster>/delta``: compaction keeps the cluster's manifest; the topic's one
+        partition keeps the order."""
+        import msgspec
+
+        from core.live import read_snapshot
+        from schemas.snapshot_delta import check_delta, make_delta
+
+        started = time.monotonic()
+        try:
+            doc = read_snapshot(self.admin(), self.cluster_id, self.memory, only=brokers,
+                                max_age=self.reuse_seconds)
+        except Exception:
+            self.close_admin()
+            raise
+        self.cluster_id = self.cluster_id or doc["cluster_id"]
+        known = brokers & {b["id"] for b in doc["brokers"]}
+        if not known:
+            return False
+        value = msgspec.json.encode(make_delta(doc, known, self.sent_taken_at, reason))
+        try:
+            check_delta(value)  # exactly what the job will do with it
+        except RecordError as exc:
+            sink.dead_letter(value, exc, self.snapshot_topic, self.cluster_id)
+            return False
+        if not sink.send(self.snapshot_topic, value, f"{self.cluster_id}/delta".encode(),
+                         self.run.stop):
+            return False
+        self.run.log(f"delta ({reason}): broker(s) {', '.join(map(str, sorted(known)))}, "
+                     f"{len(value)} bytes, {time.monotonic() - started:.2f} s")
         return True
 
     def add_groups(self, doc: dict[str, Any]) -> None:
@@ -289,68 +322,6 @@ class SnapshotCollector:
 
     def close(self) -> None:
         self.close_admin()
-
-
-def write_snapshot(config: Config, out: str, say: Callable[[str], None]) -> None:
-    """Read the cluster once, as a published snapshot would be read (groups included),
-    check it as every reader does, and write it to ``out`` ("-": stdout) for the
-    planners' ``--snapshot FILE``; no bus is needed. A file is replaced whole or not at
-    all. Raises LiveReadError when the cluster cannot be read."""
-    import msgspec
-
-    from core.groups import add_groups
-    from core.live import open_admin, read_snapshot
-    from schemas.snapshot import parse_snapshot
-
-    started = time.monotonic()
-    with open_admin(config.require_bootstrap_servers(), client_id="selfheal-snapshot-file",
-                    request_timeout_ms=int(config.collect.request_timeout_seconds * 1000),
-                    security=config.cluster_security) as admin:
-        doc = read_snapshot(admin, config.cluster.cluster_id)
-        try:
-            add_groups(admin, doc)
-        except Exception as exc:  # noqa: BLE001 - the disks matter more than the groups
-            say(f"WARNING the snapshot has no consumer groups: {type(exc).__name__}: {exc}")
-    value = msgspec.json.encode(doc)
-    parse_snapshot(value)  # a snapshot the planners would refuse is not written
-    _write_out(value, out)
-    offline = sum(1 for b in doc["brokers"] if b["alive"]
-                  for d in b["log_dirs"] if not d["online"])
-    say(f"snapshot of {doc['cluster_id']}: {len(doc['brokers'])} brokers, "
-        f"{len(doc['partitions'])} partitions, {offline} offline dirs, "
-        f"{len(doc.get('consumer_groups', []))} consumer groups, {len(value)} bytes, "
-        f"{time.monotonic() - started:.2f} s -> {'stdout' if out == '-' else out}")
-
-
-def write_from_bus(config: Config, out: str, say: Callable[[str], None]) -> None:
-    """Write this cluster's latest snapshot on the bus (a chunked one assembled: what the
-    job plans from) to ``out`` as one whole document, checked as every reader checks it.
-    Raises SnapshotMissing when there is none, SnapshotError when it is refused."""
-    from core.owner import cluster_name
-    from schemas.snapshot import parse_snapshot
-    from streams.snapshot_reader import read_latest
-
-    started = time.monotonic()
-    cluster = cluster_name(config)
-    value = read_latest(config, cluster)
-    snapshot = parse_snapshot(value)
-    _write_out(value, out)
-    say(f"snapshot of {cluster} taken at {snapshot.taken_at} (from "
-        f"{config.topic('cluster-snapshots')}): {len(snapshot.brokers)} brokers, "
-        f"{len(snapshot.partitions)} partitions, {len(value)} bytes, "
-        f"{time.monotonic() - started:.2f} s -> {'stdout' if out == '-' else out}")
-
-
-def _write_out(value: bytes, out: str) -> None:
-    """``value`` to stdout ("-") or to the file ``out``, replaced whole or not at all."""
-    if out == "-":
-        sys.stdout.buffer.write(value + b"\n")
-        sys.stdout.flush()
-    else:
-        target = Path(out)
-        partial = target.with_name(f".{target.name}.partial")
-        partial.write_bytes(value + b"\n")
-        partial.replace(target)
 
 
 def _events_consumer(run: CollectorRun, topic: str) -> Any:
@@ -461,6 +432,9 @@ def _loop(run: CollectorRun, collector: SnapshotCollector, sink: RecordSink,
         if probes.is_due(now):
             _ok, changed = probes.attempt(lambda: collector.probe(sink))
             if changed:
+                # The failure's own evidence first; the full snapshot follows at once.
+                snapshots.attempt(functools.partial(collector.delta, sink, set(changed),
+                                                    "the probe saw a change"))
                 coalescer.note(time.monotonic(), "the probe saw a change", wait=False,
                                brokers=changed)
         wake = min(snapshots.due, probes.due, coalescer.due_at or float("inf"))
@@ -468,6 +442,8 @@ def _loop(run: CollectorRun, collector: SnapshotCollector, sink: RecordSink,
             trigger = collector.is_trigger(msg, sink)
             if trigger is not None:
                 why, broker = trigger
+                if not first:
+                    probes.due = time.monotonic()  # which brokers changed: their delta
                 coalescer.note(time.monotonic(), why,
                                brokers=None if broker is None else [broker])
         if (replaced := events.stalled()) is not None:

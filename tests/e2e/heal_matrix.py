@@ -35,6 +35,13 @@ def api(the_loop: loop.Loop, method: str, path: str, body: Any = None) -> Any:
         return json.load(resp)
 
 
+def fix_awaiting(the_loop: loop.Loop) -> dict[str, Any] | None:
+    """The fix for offline replicas that waits for a person's approval, if listed yet."""
+    return next((a for a in api(the_loop, "GET", "/actions")["actions"]
+                 if a["type"] == "fix_offline_replicas"
+                 and a["state"] == "awaiting_approval"), None)
+
+
 def heal_under_traffic(state: SandboxState, work: Path, record_property: Any) -> None:
     (work / "policy.toml").write_text(POLICY)
     topic = f"e2e-heal-{uuid.uuid4().hex[:6]}"
@@ -60,12 +67,8 @@ def heal_under_traffic(state: SandboxState, work: Path, record_property: Any) ->
         cluster.fail_disk(state, broker, path)
         failed_at = time.monotonic()
 
-        def awaiting() -> dict[str, Any] | None:
-            return next((a for a in api(the_loop, "GET", "/actions")["actions"]
-                         if a["type"] == "fix_offline_replicas"
-                         and a["state"] == "awaiting_approval"), None)
-
-        fix = wait(awaiting, "fix awaiting approval", the_loop, timeout=120)
+        fix = wait(lambda: fix_awaiting(the_loop), "fix awaiting approval", the_loop,
+                   timeout=120)
         proposed = time.monotonic() - failed_at
         approved_at = time.monotonic()
         api(the_loop, "POST", f"/actions/{fix['id']}/approve", {})

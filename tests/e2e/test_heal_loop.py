@@ -7,7 +7,6 @@ the consumer has every acknowledged message exactly once.
 
 from __future__ import annotations
 
-import json
 import time
 import urllib.error
 import urllib.request
@@ -20,25 +19,10 @@ from remediation.executor.lifecycle import is_terminal
 from sandbox import alertmanager, cluster, loop, traffic
 from sandbox.state import SandboxState
 from tests.conftest import prove
+from tests.e2e.heal_matrix import POLICY, api, fix_awaiting
 from tests.e2e.loop_support import dir_holding, drop_topics, on_dir_now, wait, wait_for_batches
 
 pytestmark = pytest.mark.e2e
-
-POLICY = """
-[actions]
-fix_offline_replicas = "approve"
-"""
-
-
-def api(the_loop: loop.Loop, method: str, path: str, body: Any = None) -> Any:
-    request = urllib.request.Request(
-        f"{the_loop.serve_url}/api{path}", method=method,
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {the_loop.api_token}",
-                 "Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as resp:
-        return json.load(resp)
-
 
 def test_a_failed_disk_is_healed_after_one_click_in_a_real_browser(
         sandbox: SandboxState, tmp_path_factory, browser, record_property) -> None:
@@ -67,13 +51,11 @@ def test_a_failed_disk_is_healed_after_one_click_in_a_real_browser(
         time.sleep(2)
         on_failed = {p for t, p in on_dir_now(state, broker, path) if t == topic}
         cluster.fail_disk(state, broker, path)
+        failed_at = time.monotonic()
 
-        def awaiting() -> dict[str, Any] | None:
-            return next((a for a in api(the_loop, "GET", "/actions")["actions"]
-                         if a["type"] == "fix_offline_replicas"
-                         and a["state"] == "awaiting_approval"), None)
-
-        listed = wait(awaiting, "fix awaiting approval", the_loop, timeout=90)
+        listed = wait(lambda: fix_awaiting(the_loop), "fix awaiting approval", the_loop,
+                      timeout=90)
+        proposed = time.monotonic() - failed_at
         aid = listed["id"]
         am.fire({"alertname": "KafkaLogDirOffline", "broker": str(broker), "log_dir": path,
                  "severity": "page"},
@@ -107,7 +89,8 @@ def test_a_failed_disk_is_healed_after_one_click_in_a_real_browser(
         done = wait(finished, "the fix finishing", the_loop, timeout=300)
         healed = time.monotonic() - clicked_at
         assert done["state"] == "succeeded", done
-        record_property("figures", {"what": "heal (one click)", "click -> healthy s": healed})
+        record_property("figures", {"what": "heal 3.9.2 zk (click)", "fault -> fix s": proposed,
+                                    "click -> healthy s": healed})
         prove(record_property, state, "detect", "fix")
         assert [e["actor"] for e in done["audit"] if e["to"] == "approved"] \
             and sum(1 for e in done["audit"] if e["to"] == "approved") == 1

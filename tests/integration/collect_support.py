@@ -92,7 +92,7 @@ class TopicReader(threading.Thread):
                                    # moves lasts 5 s, not librdkafka's default 5 min, as
                                    # for the history consumer (a chaos run's reader once
                                    # missed a record for 180 s after the bus came back;
-                                   # the cause is not pinned: docs/architecture.md)
+                                   # the cause is not pinned: docs/facts.md)
                                    "topic.metadata.refresh.interval.ms": 5000})
         start = end_offsets(self._consumer, topic)
         # partition -> the next offset not yet kept

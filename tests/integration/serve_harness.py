@@ -250,17 +250,18 @@ class Bench:
         return ClusterModel(snapshot_from_dict(self.snapshot()))
 
     def action(self, type_: str, plan: Any, reason: str, bytes_moved: int = 0,
-               trigger: Trigger | None = None) -> Action:
+               trigger: Trigger | None = None, received: Any = None) -> Action:
         """An action as the job writes it: built, then signed with the sandbox's key."""
         return signer(self.config).sign_action(self.unsigned(type_, plan, reason, bytes_moved,
-                                                             trigger))
+                                                             trigger, received))
 
     def unsigned(self, type_: str, plan: Any, reason: str, bytes_moved: int = 0,
-                 trigger: Trigger | None = None) -> Action:
+                 trigger: Trigger | None = None, received: Any = None) -> Action:
         """The same action with no signature: what anyone who can write the bus can make."""
         return build_action(self.state.cluster_id, type_, plan, reason=reason,
                             trigger=trigger or Trigger("manual"), event_time=clock.text(),
-                            bytes_moved=bytes_moved, created_at=clock.text())
+                            bytes_moved=bytes_moved, created_at=clock.text(),
+                            received=received)
 
 
 @contextmanager

@@ -18,6 +18,8 @@ from sandbox import cluster, traffic
 from sandbox.status import kafka_admin, placement
 from schemas.records import LogDirEvent
 from schemas.snapshot import Snapshot, parse_snapshot
+from schemas.snapshot_chunks import DELTA, MANIFEST, kind_of
+from schemas.snapshot_delta import check_delta
 from tests.integration.collect_support import (
     Collector,
     TopicReader,
@@ -159,9 +161,22 @@ def test_kraft_a_failed_dir_is_an_event_and_a_snapshot_with_the_dir_offline(kraf
             (snapshot, *_) = snaps.wait_for(lambda ms: [
                 s for s in _snapshots(ms) if _offline(s, broker, path)],
                 what=f"snapshot with {path} offline")
+            records = list(snaps.messages)
         finally:
             cluster.heal_disk(state, broker, path)
         assert collector.stop() == 0, collector.text()
+    # The failure's own evidence went first: a delta for that broker alone, with the dir
+    # offline, ahead of the full snapshot saying the same, and based on the start-up one.
+    deltas = [(i, check_delta(m.value)) for i, m in enumerate(records)
+              if kind_of(m.value) == DELTA]
+    (delta, *_) = [(i, d) for i, d in deltas
+                   if not d.dirs().get(broker, (True, {}))[1].get(path, True)]
+    full = next(i for i, m in enumerate(records) if kind_of(m.value) == MANIFEST
+                and _offline(parse_snapshot(snapshots(records[:i + 1])[-1].value),
+                             broker, path))
+    assert delta[0] < full and delta[1].broker_ids() == {broker}
+    assert delta[1].base_taken_at is not None and delta[1].reason == "the probe saw a change"
+    assert {p.topic for p in delta[1].partitions} >= {topic}
     assert (event.source, event.broker, event.log_dir, event.details) == (
         "describe_log_dirs", broker, path, "KAFKA_STORAGE_ERROR")
     assert event.cluster_id == state.cluster_id

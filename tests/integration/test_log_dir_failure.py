@@ -76,7 +76,7 @@ def test_log_dir_failure_on_leader_during_runtime(sandbox):
         assert scrape(url)[("kafka_log_log_directory_offline", (("log_dir", other_dir),))] == 0
 
         # OfflineReplicaCount is exported, but Kafka 3.7+ never counts (see
-        # docs/architecture.md); the offline replicas come from Metadata instead.
+        # docs/facts.md); the offline replicas come from Metadata instead.
         assert ("kafka_server_offline_replica_count", ()) in scrape(url)
         offline = wait_until(lambda: [p for p in traffic.partitions(sandbox, topic)
                                       if victim in p["offline_replicas"]],

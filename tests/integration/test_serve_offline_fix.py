@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from core.plan import plan_offline
+from core.plan import plan_offline, recovery
+from core.plan.offline import received
 from remediation.executor.throttle import (
     FOLLOWER_RATE,
     FOLLOWER_REPLICAS,
@@ -24,7 +25,7 @@ from remediation.executor.throttle import (
 from sandbox import alertmanager, cluster, traffic
 from sandbox.state import SandboxState
 from sandbox.status import kafka_admin
-from schemas.records import Trigger
+from schemas.records import Receiving, Trigger
 from tests.integration.serve_harness import bench
 from tests.polling import wait_until
 
@@ -105,11 +106,13 @@ def test_an_approved_fix_heals_a_failed_dir_under_traffic(sandbox: SandboxState,
             model = b.model()
             sizes = {(p.topic, p.partition): max(r.size_bytes for r in p.replicas)
                      for p in model.partitions}
+            got = [Receiving(r.broker, r.bytes, r.replicas)
+                   for r in received(model, plan.reassignment.partitions)]
             action = b.action("fix_offline_replicas", plan,
                               f"log dir {failed} on broker {victim} failed",
                               bytes_moved=sum(sizes.get((t.topic, t.partition), 0)
                                               for t in plan.reassignment.partitions),
-                              trigger=Trigger("logdir_event", victim, failed))
+                              trigger=Trigger("logdir_event", victim, failed), received=got)
             aid = b.propose(action)
             serve.wait_state(aid, {"awaiting_approval"})
             link = serve.wait_line(rf"action {aid[:12]} \(fix_offline_replicas\) awaits "
@@ -123,6 +126,8 @@ def test_an_approved_fix_heals_a_failed_dir_under_traffic(sandbox: SandboxState,
             wait_until(lambda: serve.action(aid)["alerts"], "the alert linked to the fix", 30)
             status, page, _ = serve.http("GET", link.removeprefix(serve.url))
             assert status == 200 and "KafkaLogDirOffline" in page and "Approve and run" in page
+            # How long the copy takes at the throttle serve's policy sets.
+            assert f"Recovery: {recovery.estimate(got, THROTTLE)}." in page
 
             approved_at = time.monotonic()
             status, body = serve.api("POST", f"/actions/{aid}/approve", {"actor": "alice"})

@@ -62,6 +62,36 @@ def test_bad_records_and_plans_are_refused_with_reasons(sandbox: SandboxState,
         assert 'selfheal_intake_records_total{outcome="rejected"} 4' in text
 
 
+def test_a_posted_record_serve_refuses_later_shows_refused_and_why(
+        sandbox: SandboxState, tmp_path: Path) -> None:
+    """POST /api/actions answers 202 (signed, well formed); the intake refuses it against
+    the live cluster; the id's GET then shows the refusal, not 404 forever."""
+    with bench(sandbox, tmp_path) as b:
+        serve = b.serve()
+        ghost = b.action("rebalance_leaders", {
+            "reassignment": {"version": 1, "partitions": [
+                {"topic": "__consumer_offsets", "partition": 1, "replicas": [77, 0, 1]}]},
+            "election": {"partitions": [{"topic": "__consumer_offsets", "partition": 1}]}},
+            "names a broker the cluster does not have")
+        status, text, _ = serve.http(
+            "POST", "/api/actions", ghost.to_json(),
+            {"Authorization": f"Bearer {serve.token}", "Content-Type": "application/json"})
+        assert status == 202, text
+
+        def refused() -> dict[str, object] | None:
+            code, body = serve.api("GET", f"/actions/{ghost.action_id}")
+            return body if code == 200 else None
+
+        shown = wait_until(refused, "the posted record's refusal under its id", 60)
+        assert shown["state"] == "refused"
+        assert shown["reason"] == (
+            "refused, nothing executed: the plan names broker 77, which cluster "
+            f"{sandbox.cluster_id} does not have (its brokers: 0, 1, 2)")
+        assert [a["to"] for a in shown["audit"]] == ["rejected"]  # type: ignore[index]
+        status, body = serve.api("GET", "/actions")
+        assert body["actions"] == []  # a refusal is never listed as an action
+
+
 def test_links_that_must_not_approve_are_refused_and_change_nothing(
         sandbox: SandboxState, tmp_path: Path) -> None:
     with bench(sandbox, tmp_path) as b:

@@ -111,11 +111,12 @@ def test_a_failed_dir_is_fixed_by_the_job_running_on_a_standalone_cluster(
         assert any("pyspark.daemon" in spark_cluster.cmdline(p) or "pyspark/daemon.py"
                    in spark_cluster.cmdline(p) for p in spark_cluster.descendants(executor)), (
             "no Python worker under the executor")
-        # The executor's log: the tasks it ran, and the detector's RocksDB state store.
+        # The executor's log: the tasks it ran, and the detector's state store.
         (log,) = [p for p in spark.executor_logs() if p.parent.parent.name == app["id"]]
         text = log.read_text(errors="replace")
         assert "Finished task" in text, f"{log} shows no finished task"
-        assert "RocksDB" in text, f"{log} shows no state store: the detector ran elsewhere"
+        assert "HDFSStateStore" in text, (
+            f"{log} shows no state store: the detector ran elsewhere")
     finally:
         for reader in readers.values():
             reader.stop()

@@ -184,7 +184,8 @@ def test_cli_prints_kafka_reassignment_json_with_unrecoverable(tmp_path):
     path = tmp_path / "s.json"
     path.write_text(json.dumps(d))
     done = subprocess.run(
-        [SELFHEAL, "plan", "offline", "--snapshot", str(path), "--explain"],
+        [SELFHEAL, "plan", "offline", "--snapshot", str(path), "--explain",
+         "--throttle", str(10 << 20)],
         check=False, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -196,6 +197,8 @@ def test_cli_prints_kafka_reassignment_json_with_unrecoverable(tmp_path):
     assert [(u["topic"], u["partition"]) for u in out["unrecoverable"]] == [("t", 1)]
     assert "1 partitions repaired, 1 left to the operator" in done.stderr
     assert "t-0: replace 2:? with 3:/d2 (r1)" in done.stderr
+    assert "recovery: about 2 min at 10 MiB/s; broker 3 copies the most (1.0 GiB, 1 replica)" \
+        in done.stderr
 
 
 def test_model_offline_detection_matches_the_issue_rule():

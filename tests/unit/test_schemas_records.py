@@ -73,10 +73,12 @@ def assert_mirrors(cls: type, node: Mapping[str, Any], root: Mapping[str, Any]) 
 
 
 def test_every_record_schema_has_a_record_type():
-    # The snapshot and its chunks are typed in schemas/snapshot_types.py and
-    # schemas/snapshot_chunks.py (tests/unit/test_snapshot_chunks.py holds those).
+    # The snapshot, its chunks and a failure's delta are typed in schemas/snapshot_types.py,
+    # schemas/snapshot_chunks.py and schemas/snapshot_delta.py (tests/unit/
+    # test_snapshot_chunks.py and test_snapshot_delta.py hold those).
     assert set(RECORD_TYPES) == set(registry.names()) - {
-        "cluster-snapshot", "cluster-snapshot-chunk", "cluster-snapshot-manifest"}
+        "cluster-snapshot", "cluster-snapshot-chunk", "cluster-snapshot-manifest",
+        "cluster-snapshot-delta"}
 
 
 @pytest.mark.parametrize("name", sorted(RECORD_TYPES))

@@ -42,6 +42,7 @@ def _executor(failures: list[bool]) -> tuple[Executor, list[str]]:
     ex._last_error = None
     ex.errors = 0
     ex.failing_since = None
+    ex._replans = set()  # no failed fix to plan again
 
     def step(row: Any) -> None:
         if failures.pop(0):

@@ -186,3 +186,20 @@ def test_the_openapi_document_describes_every_route_and_the_token(client: Client
     assert secured == {key for key in operations
                        if key[1].startswith("/api/") or key[1] == "/alertmanager"}
     assert set(document["components"]["securitySchemes"]) == {"token", "basic"}
+
+
+def test_a_refused_record_shows_refused_and_why_under_its_id_until_an_action_takes_it(
+        client: Client) -> None:
+    record = fix_offline()
+    aid = parse_action(record).action_id
+    assert client.api("GET", f"/actions/{aid}")[0] == 404  # nothing known yet
+    client.store.reject(json.dumps(record), "refused, nothing executed: the plan names "
+                        "broker 9, which cluster c does not have", action_id=aid,
+                        source="selfheal.actions[0]@4")
+    status, body = client.api("GET", f"/actions/{aid}")
+    assert status == 200 and body["state"] == "refused"
+    assert body["reason"].endswith("names broker 9, which cluster c does not have")
+    assert body["source"] == "selfheal.actions[0]@4"
+    assert client.api("GET", "/actions")[1]["actions"] == []
+    client.waiting(record)  # the same id accepted later: the action is what shows
+    assert client.api("GET", f"/actions/{aid}")[1]["state"] == "awaiting_approval"

@@ -342,3 +342,18 @@ def test_the_formats_pass_the_receivers_checks() -> None:
     broken = copy.deepcopy(message)
     broken["blocks"][1]["elements"][0]["text"]["text"] = "x" * 80
     assert slack_problems(broken)  # the receiver does refuse what Slack would
+
+
+def test_the_page_of_a_fix_says_how_long_the_fix_takes(tmp_path: Path,
+                                                       receiver: PagerReceiver) -> None:
+    w = World(tmp_path / "a.db", receiver)
+    w.fix(summary={"partitions": 1, "bytes": 18 << 30, "brokers": [1, 2, 4],
+                   "received": [{"broker": 4, "bytes": 18 << 30, "replicas": 22}]})
+    w.alert()
+    w.passes()
+    (pd,) = receiver.accepted("pagerduty")
+    (slack,) = receiver.accepted("slack")
+    said = "(recovery: about 6 min at 50 MiB/s; broker 4 copies the most (18.0 GiB, 22 " \
+           "replicas))"
+    assert said in pd.body["payload"]["custom_details"]["fix"]
+    assert said in json.dumps(slack.body)

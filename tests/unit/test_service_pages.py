@@ -89,3 +89,18 @@ def test_the_current_replicas_come_from_the_snapshot() -> None:
     action = parse_action(fix_offline())
     assert describe_target(action.targets()[0], action.type, current_replicas(m)).startswith(
         "orders-0: replicas [1, 2, 3] -> [1, 2, 4], new replica on broker 4 in /data/d1")
+
+
+def test_a_fix_says_how_long_it_takes_at_the_throttle_and_who_copies_the_most() -> None:
+    received = [{"broker": 4, "bytes": 18 << 30, "replicas": 22},
+                {"broker": 5, "bytes": 10 << 30, "replicas": 19}]
+    action = parse_action(fix_offline(summary={"partitions": 1, "bytes": 28 << 30,
+                                               "brokers": [1, 2, 4, 5],
+                                               "received": received}))
+    page = render_approval(action, **FORM, throttle=50 << 20)
+    assert ("Recovery: about 6 min at 50 MiB/s; broker 4 copies the most (18.0 GiB, 22 "
+            "replicas).") in page
+    assert "Copied per broker (replicas): 4: 18.0 GiB (22), 5: 10.0 GiB (19)." in page
+    assert "about 12 min at 25 MiB/s" in render_approval(action, **FORM, throttle=25 << 20)
+    # A record from before summaries carried it: no estimate, nothing made up.
+    assert "Recovery" not in render_approval(parse_action(fix_offline()), **FORM)

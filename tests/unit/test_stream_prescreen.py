@@ -1,5 +1,5 @@
 """The fast path (streams/prescreen.py) drops only records the schema accepts, and takes
-the collectors' own partition-size samples."""
+the collectors' own partition-size samples; the gauges that skip the suite are valid."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 from schemas.records import BrokerMetric
 from schemas.registry import dumps, is_rfc3339, is_valid
 from streams.collect.exporter import wire_dict
-from streams.prescreen import is_fast
+from streams.prescreen import is_certain_gauge, is_fast
+from streams.signals import COUNT_GAUGE
+from streams.validate import OFFLINE_GAUGE
 from tests.unit.test_stream_validate import METRIC, mutations
 
 SIZE = {**METRIC, "metric": "kafka_log_size", "labels": {"topic": "orders", "partition": "3"},
@@ -81,3 +83,56 @@ def test_random_changes_never_make_an_invalid_record_fast(changes: dict[str, Any
     except ValueError:  # NaN has no JSON
         return
     sound(raw)
+
+
+# The gauges detection reads skip the Great Expectations suite when certainly valid.
+COUNT = {**METRIC, "metric": "kafka_log_offline_log_directory_count", "labels": {}, "value": 0}
+
+
+def certainly_valid(raw: bytes) -> None:
+    """If it skips the suite, the suite would pass it: valid, and a per-dir gauge names
+    its dir."""
+    if is_certain_gauge(raw):
+        doc = json.loads(raw)
+        assert is_valid("broker-metric", doc), raw
+        assert doc["metric"] in (OFFLINE_GAUGE, COUNT_GAUGE), raw
+        if doc["metric"] == OFFLINE_GAUGE:
+            assert doc["labels"].get("log_dir"), raw
+
+
+def test_the_collectors_gauges_skip_the_suite():
+    for rack in (None, "r1"):
+        for metric, labels in ((OFFLINE_GAUGE, {"log_dir": "/data/b1/d2"}),
+                               (COUNT_GAUGE, {})):
+            for value in (0.0, 1.0, 2.0):
+                record = BrokerMetric(cluster_id="prod-1", broker=7, metric=metric,
+                                      event_time="2026-11-22T03:50:54.123Z", value=value,
+                                      rack=rack, labels=labels)
+                raw = dumps(wire_dict(record))
+                assert is_certain_gauge(raw) and not is_fast(raw), record
+
+
+def test_every_mutation_of_a_gauge_is_either_valid_or_checked():
+    for base in (METRIC, COUNT):
+        for _, doc in mutations(base):
+            for raw in (dumps(doc), json.dumps(doc).encode(), json.dumps(doc, indent=1).encode()):
+                certainly_valid(raw)
+    assert not is_certain_gauge(dumps({**METRIC, "labels": {"log_dir": ""}}))
+    assert not is_certain_gauge(dumps({**METRIC, "labels": {}}))
+    assert not is_certain_gauge(dumps({**METRIC, "labels": {"log_dir": "/d", "x": "y"}}))
+    assert not is_certain_gauge(dumps({**COUNT, "labels": {"log_dir": "/d"}}))
+    assert not is_certain_gauge(dumps(SIZE))
+    assert not is_certain_gauge(None)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.sampled_from(sorted(METRIC)), ANY, max_size=3), st.booleans(),
+       st.booleans())
+def test_random_changes_never_let_an_invalid_gauge_skip_the_suite(
+        changes: dict[str, Any], compact: bool, count: bool):
+    doc = {**(COUNT if count else METRIC), **changes}
+    try:
+        raw = dumps(doc) if compact else json.dumps(doc).encode()
+    except ValueError:  # NaN has no JSON
+        return
+    certainly_valid(raw)

@@ -4,6 +4,7 @@ by reference, each action naming only what its trigger is about."""
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from typing import Any
 
 import msgspec
@@ -95,6 +96,11 @@ def test_fix_names_exactly_the_partitions_on_the_failed_dir_and_moves_them_off_i
         LOGDIR_EVENT, 1, "/d2")
     assert fix.event_time == "2027-01-15T08:00:00.000Z"
     assert fix.summary.bytes == GIB * len(fix.plan["partitions"])
+    # What each new replica's broker copies, for the recovery time on the pages.
+    new = Counter(b for t in fix.plan["partitions"] for b in t["replicas"][1:])
+    assert fix.summary.received is not None
+    assert {(r.broker, r.bytes, r.replicas) for r in fix.summary.received} == {
+        (b, GIB * n, n) for b, n in new.items()}
     # The RF-1 partition lost its only copy: that is for a person.
     assert page.type == PAGE and page.plan["partitions"] == [{"topic": "solo", "partition": 0}]
     assert "solo (1 partition)" in page.plan["message"] and page.summary.partitions == 1
@@ -248,3 +254,39 @@ def test_a_dead_broker_gets_one_fix_for_every_replica_it_held_and_a_page_for_the
     assert (fix.trigger.kind, fix.trigger.broker, fix.trigger.log_dir) == (BROKER_LEFT, 2, None)
     assert fix.reason.startswith("broker 2 left the cluster and has not come back in 60 s; "
                                  f"{len(held)} partition(s) lost their replica there")
+
+
+DELTA_REF = SnapshotRef("selfheal.cluster-snapshots", 0, 50, T0 + 500)
+
+
+def test_a_fix_with_a_delta_plans_from_the_snapshot_in_memory_plus_the_delta():
+    from schemas.snapshot_delta import make_delta
+
+    base = cluster()
+    # Since the snapshot: a partition created on broker 1's /d2, then the dir failed.
+    now = copy.deepcopy(base)
+    now["taken_at"] = "2027-01-15T08:00:00.500Z"
+    now["partitions"].append(partition("new", 0, [(1, "/d2", GIB), (2, "/d1", GIB)]))
+    mark_offline(now, ((1, "/d2"),))
+    delta = msgspec.json.encode(make_delta(now, {1}, base["taken_at"], "log_dir_failure"))
+    reads = Reads(base)
+    deltas: list[SnapshotRef] = []
+
+    def read_delta(ref: SnapshotRef, cluster_id: str) -> bytes:
+        deltas.append(ref)
+        return delta
+
+    proposer = Proposer(reads, read_delta=read_delta)
+    fix, _ = proposer.actions(decision(delta=DELTA_REF))
+    assert named(fix) == on_dir(now, 1, "/d2") and ("new", 0) in named(fix)
+    # Another failure's delta on the same snapshot: the snapshot is not read again.
+    proposer.actions(decision(delta=DELTA_REF, offline=((1, "/d2"), (2, "/d1")),
+                              broker_id=2, log_dir="/d1"))
+    assert reads.calls == 1 and deltas == [DELTA_REF, DELTA_REF]
+    assert proposer.base(REF, "c1") == base  # the kept document is as it was read
+
+
+def test_a_delta_that_cannot_be_read_back_is_a_page():
+    proposer = Proposer(Reads(cluster()), read_delta=lambda ref, cluster_id: b"{}")
+    (page,) = proposer.actions(decision(delta=DELTA_REF))
+    assert page.type == PAGE and "the delta at offset 50" in page.plan["message"]

@@ -19,9 +19,11 @@ from selfheal_dag_support.targets import TargetError, Targets, data_dir, resolve
 
 log = logging.getLogger("selfheal.airflow")
 
-# serve's final states (remediation.executor.lifecycle.TERMINAL), and what a run says.
-TERMINAL = ("succeeded", "failed", "cancelled", "expired", "superseded")
-ENDED_BADLY = ("failed", "cancelled", "expired")
+# serve's final states (remediation.executor.lifecycle.TERMINAL), and what a run says;
+# "refused": serve's intake refused the record, so it never became an action
+# (remediation.service.refusals).
+TERMINAL = ("succeeded", "failed", "cancelled", "expired", "superseded", "refused")
+ENDED_BADLY = ("failed", "cancelled", "expired", "refused")
 
 
 # --- plumbing -------------------------------------------------------------------------
@@ -119,15 +121,17 @@ def current_assignment(admin: Any, group: str) -> dict[str, list[tuple[str, int]
 
 
 def _sign_and_keep(targets: Targets, type_: str, plan: Any, reason: str,
-                   bytes_moved: int = 0) -> dict[str, Any]:
+                   bytes_moved: int = 0, received: Any = None) -> dict[str, Any]:
     from core import clock
     from core.signing import ActionSigner
     from schemas.actions import build_action
-    from schemas.records import Trigger
+    from schemas.records import Receiving, Trigger
 
+    got = None if received is None else [Receiving(r.broker, r.bytes, r.replicas)
+                                         for r in received]
     action = build_action(targets.cluster_id, type_, plan, reason=reason,
                           trigger=Trigger("schedule"), event_time=clock.text(),
-                          created_at=clock.text(), bytes_moved=bytes_moved)
+                          created_at=clock.text(), bytes_moved=bytes_moved, received=got)
     signed = ActionSigner(targets.signing_key).sign_action(action)
     path = run_folder() / "action.json"
     path.write_bytes(signed.to_json())
@@ -310,8 +314,10 @@ def poke(submitted: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
         say(f"action {action_id[:12]}: {state}" + (f" ({progress})" if progress else "")
             + (f"; {last}" if last else ""))
     if state in TERMINAL and fresh:
-        return True, {"action_id": action_id, "state": state, "attempts": shown["attempts"],
-                      "reason": last, "page": submitted["page"],
+        return True, {"action_id": action_id, "state": state,
+                      "attempts": shown.get("attempts", 0),
+                      "reason": shown["reason"] if state == "refused" else last,
+                      "page": submitted["page"],
                       "audit": [f"{a['from']} -> {a['to']} by {a['actor']}: {a['reason']}"
                                 for a in fresh]}
     return False, {}
@@ -350,7 +356,8 @@ def finish(summary: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
         what = {"failed": "serve ran it and it failed (see the audit; serve reverted what "
                           "it started)",
                 "cancelled": "it was rejected or cancelled by an operator",
-                "expired": "nobody approved it before the approval link expired"}[state]
+                "expired": "nobody approved it before the approval link expired",
+                "refused": "serve refused the record; nothing was executed"}[state]
         raise AirflowFailException(
             f"action {outcome.get('action_id', '')[:12]} ended {state}: {what}. serve says: "
             f"{outcome.get('reason')}. Page: {outcome.get('page')}")
@@ -522,7 +529,8 @@ def plan_offline_fix(snap: dict[str, Any], params: dict[str, Any], asset: Any = 
         return out
     reason = (f"placement audit: {len(plan.reassignment.partitions)} partitions have replicas "
               "on a dead broker or an offline log dir")
-    out.update(_sign_and_keep(_targets(), "fix_offline_replicas", plan, reason, copy))
+    out.update(_sign_and_keep(_targets(), "fix_offline_replicas", plan, reason, copy,
+                              offline.received(model, plan.reassignment.partitions)))
     if asset is not None:
         _outlet(asset, path=out["action_path"], action_id=out["action_id"])
     return out

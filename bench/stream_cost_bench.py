@@ -1,0 +1,214 @@
+"""The job's fixed cost: CPU per idle micro-batch, and the idle job's cores.
+
+Brings up a 3-broker ZooKeeper sandbox and runs the job's query in this process (the
+product's defaults: trigger 1 s, one validating task, one state partition), on topics of
+its own. An *idle batch* is what one scrape of a quiet 3-broker cluster brings: per
+broker its partition sizes (dropped in the JVM), one offline gauge per dir at 0 and the
+offline-dir count at 0, ~40 records. Each batch is sent alone and waited for, and the
+CPU of every process of the job (this one, the driver JVM, Spark's Python workers) is
+read from /proc around it. Then nothing is sent for a while: the idle job's own cost
+between batches (Spark asking the bus for offsets every trigger). The idle job's cores
+at the default 10 s scrape follow from the two.
+
+Figures are printed, never asserted. `python -m bench.stream_cost_bench [--batches N]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from core import clock
+from sandbox import cluster
+from sandbox.processes import children_by_parent
+
+SCRAPE_S = 10.0  # [collect] scrape_interval_seconds' default
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu() -> dict[str, float]:
+    """CPU seconds so far of this process and everything under it, by kind."""
+    tree, todo, out = children_by_parent(), [os.getpid()], {}
+    while todo:
+        pid = todo.pop()
+        todo += tree.get(pid, [])
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        seconds = sum(int(v) for v in fields[11:15]) / TICK  # utime stime cutime cstime
+        kind = ("driver" if pid == os.getpid() else "jvm" if b"java" in cmd.split(b"\0")[0]
+                else "python-worker" if b"pyspark" in cmd else "other")
+        out[kind] = out.get(kind, 0.0) + seconds
+    return out
+
+
+def _minus(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    return {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+
+
+def scrape(cluster_id: str, brokers: int = 3, dirs: int = 2, sizes: int = 10) -> list[bytes]:
+    """One scrape of a quiet cluster, as the metrics collector writes it."""
+    when = clock.text()
+    head = f'{{"version":1,"cluster_id":"{cluster_id}","event_time":"{when}","broker":'
+    out = []
+    for b in range(brokers):
+        rack = f'"rack":"rack{b % 3 + 1}",'
+        out += [f'{head}{b},{rack}"metric":"kafka_log_size","labels":{{"topic":"t",'
+                f'"partition":"{p}"}},"value":{p * 1024}}}'.encode() for p in range(sizes)]
+        out += [f'{head}{b},{rack}"metric":"kafka_log_log_directory_offline","labels":'
+                f'{{"log_dir":"/data/d{d}"}},"value":0}}'.encode() for d in range(dirs)]
+        out.append(f'{head}{b},{rack}"metric":"kafka_log_offline_log_directory_count",'
+                   f'"labels":{{}},"value":0}}'.encode())
+    return out
+
+
+class CostJob:
+    """The job's query with a listener that records each batch's Spark phases."""
+
+    def __init__(self, config: Any, conf: dict[str, str] | None = None) -> None:
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        from core.bus import ensure_topics
+        from streams import job, query, sink, spark
+        from streams.metrics import StreamMetrics
+
+        ensure_topics(config)
+        self.spark = spark.session("selfheal-stream-cost",
+                                   extra_conf={**job.spark_conf(config, None), **(conf or {})})
+        self.spark.sparkContext.setLogLevel("ERROR")
+        query.warm_up(self.spark, query.validate_tasks(self.spark, config))
+        self.progress: list[tuple[int, dict[str, int]]] = []
+        progress = self.progress
+
+        class Listener(StreamingQueryListener):  # type: ignore[misc]
+            def onQueryStarted(self, event: Any) -> None:
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:
+                p = event.progress
+                progress.append((p.numInputRows, dict(p.durationMs or {})))
+
+            def onQueryIdle(self, event: Any) -> None:
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:
+                pass
+
+        self.spark.streams.addListener(Listener())
+        self.sink = sink.BatchSink(config, StreamMetrics(), lambda line: None)
+        options = query.JobOptions.from_config(config)
+        self.query = query.build_query(self.spark, config, options, self.sink)
+        self.sink.gate.query = self.query
+        self.wait_batches(1)  # the first batch resolves "latest"
+
+    def wait_batches(self, count: int, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.progress) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if len(self.progress) < count:
+            raise RuntimeError(f"no batch {count} within {timeout:.0f} s: "
+                               f"{self.query.exception()}")
+
+    def stop(self) -> None:
+        from streams import spark
+
+        self.sink.gate.stop(self.query)
+        self.sink.close()
+        spark.stop(self.spark)
+
+
+def measure(job: CostJob, config: Any, batches: int, quiet_s: float, warm: int = 4
+            ) -> dict[str, Any]:
+    """CPU per idle batch (by process kind), Spark's phases, the quiet job's cost."""
+    from core.bus import producer
+
+    send = producer(config, **{"linger.ms": 0})
+    topic = config.topic("broker-metrics")
+    cluster_id = f"cost-{uuid.uuid4().hex[:6]}"
+    per_batch: list[dict[str, float]] = []
+    phases: dict[str, list[int]] = {}
+    rows: list[int] = []
+    for k in range(warm + batches):
+        before_n = len(job.progress)
+        time.sleep(1.5)  # the previous batch's commit is over
+        before = tree_cpu()
+        for record in scrape(cluster_id):
+            send.produce(topic, record, cluster_id.encode())
+        send.flush(10)
+        job.wait_batches(before_n + 1)
+        time.sleep(1.0)  # the trigger after it: Spark's end-of-batch work
+        spent = _minus(tree_cpu(), before)
+        if k >= warm:  # the first batches load classes and warm the JIT
+            per_batch.append(spent)
+            n, ms = job.progress[before_n]
+            rows.append(n)
+            for name, value in ms.items():
+                phases.setdefault(name, []).append(value)
+    before, began = tree_cpu(), time.monotonic()
+    time.sleep(quiet_s)
+    quiet_kinds = _minus(tree_cpu(), before)
+    quiet = sum(quiet_kinds.values()) / (time.monotonic() - began)
+    totals = [sum(b.values()) for b in per_batch]
+    kinds = {k: statistics.median(b.get(k, 0.0) for b in per_batch) for k in per_batch[0]}
+    batch_cpu = statistics.median(totals)
+    # One batch per scrape; between them the quiet job's own cost (2.5 s of every batch's
+    # window above is quiet time too, counted once).
+    cores = (batch_cpu + quiet * max(0.0, SCRAPE_S - 2.5)) / SCRAPE_S
+    return {"rows": statistics.median(rows), "batch_cpu": batch_cpu,
+            "batch_cpu_range": (min(totals), max(totals)), "kinds": kinds,
+            "phases": {k: statistics.median(v) for k, v in phases.items()},
+            "quiet_cores": quiet, "quiet_kinds": quiet_kinds, "cores": cores}
+
+
+def report(label: str, m: dict[str, Any]) -> None:
+    low, high = m["batch_cpu_range"]
+    kinds = ", ".join(f"{k} {v:.2f}" for k, v in sorted(m["kinds"].items()))
+    phases = ", ".join(f"{k} {v:.0f}" for k, v in sorted(m["phases"].items(),
+                                                           key=lambda kv: -kv[1]) if v)
+    print(f"  {label}: CPU per idle batch {m['batch_cpu']:.2f} s (range {low:.2f}-{high:.2f};"
+          f" {kinds}); {m['rows']:.0f} rows a batch")
+    print(f"    Spark's phases, ms (median): {phases}")
+    quiet = ", ".join(f"{k} {v:.2f}" for k, v in sorted(m["quiet_kinds"].items()))
+    print(f"    quiet job {m['quiet_cores']:.3f} cores ({quiet} CPU s); idle job at a "
+          f"{SCRAPE_S:.0f} s scrape {m['cores']:.3f} cores (target 0.05), an idle batch "
+          "target 0.3 CPU s")
+
+
+def main(argv: list[str] | None = None) -> None:
+    from bench.stream_bench import _config
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=10, help="idle batches measured")
+    parser.add_argument("--quiet", type=float, default=20.0, help="seconds with no input")
+    parser.add_argument("--conf", action="append", default=[],
+                        help="a Spark setting for the job, key=value (a lever to try)")
+    args = parser.parse_args(argv)
+    conf = dict(c.split("=", 1) for c in args.conf)
+    print(f"stream cost: the job's fixed cost on a 3-broker sandbox, load {os.getloadavg()}"
+          + (f"; with {conf}" if conf else ""))
+    with tempfile.TemporaryDirectory(prefix="selfheal-bench-cost-") as tmp:
+        work = Path(tmp)
+        state = cluster.up(work / "sandbox")
+        try:
+            config = _config(state, work, f"cost{uuid.uuid4().hex[:4]}.")
+            job = CostJob(config, conf)
+            try:
+                report("idle", measure(job, config, args.batches, args.quiet))
+            finally:
+                job.stop()
+        finally:
+            cluster.down(state)
+    print(f"  load average after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()

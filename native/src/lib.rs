@@ -1,0 +1,21 @@
+//! The compiled planning core: the hot loops of the planners, called from Python.
+//!
+//! Python stays the reference (`SELFHEAL_NATIVE=0`): every function here must give
+//! exactly what its Python twin gives, float rounding included, or return None so the
+//! caller runs the reference instead (for inputs outside what it handles, such as
+//! integers over 64 bits).
+
+use pyo3::prelude::*;
+
+mod checks;
+mod disks;
+mod model;
+
+#[pymodule]
+fn selfheal_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(checks::references_hold, m)?)?;
+    m.add_function(wrap_pyfunction!(disks::drain_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(model::dir_index, m)?)?;
+    m.add_function(wrap_pyfunction!(model::broker_totals, m)?)?;
+    Ok(())
+}
