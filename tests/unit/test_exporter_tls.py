@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from core.security import ExporterSecurity, exporter_settings
+from sandbox.pki import Authority, Issued
 from streams.collect.broker_metrics import fetch
-from tests.tls_support import Pem, TestCA
 
 BODY = "# TYPE kafka_log_logmanager_offlinelogdirectorycount gauge\n" \
        "kafka_log_logmanager_offlinelogdirectorycount 0.0\n"
@@ -39,11 +39,11 @@ class _Exporter(BaseHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def ca(tmp_path_factory) -> TestCA:
-    return TestCA(tmp_path_factory.mktemp("ca"))
+def ca(tmp_path_factory) -> Authority:
+    return Authority(tmp_path_factory.mktemp("ca"))
 
 
-def _serve(server_pem: Pem, client_ca: Path | None = None) -> Iterator[str]:
+def _serve(server_pem: Issued, client_ca: Path | None = None) -> Iterator[str]:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(server_pem.cert, server_pem.key)
     if client_ca is not None:  # mutual TLS
@@ -62,7 +62,7 @@ def _serve(server_pem: Pem, client_ca: Path | None = None) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def exporter(ca) -> Iterator[str]:
-    yield from _serve(ca.issue("exporter", ("localhost",)))
+    yield from _serve(ca.issue("exporter", server=True, hosts=("localhost",)))
 
 
 @pytest.fixture
@@ -75,53 +75,54 @@ def pw(tmp_path) -> Path:
 
 def test_https_with_the_ca_and_basic_auth_scrapes(exporter, ca, pw):
     auth = exporter_settings(ExporterSecurity(username=USER, password_file=pw,
-                                              ssl_ca_file=ca.pem.cert))
+                                              ssl_ca_file=ca.cert))
     assert fetch(exporter, 5, auth) == BODY
 
 
 def test_without_the_password_the_exporter_says_401(exporter, ca):
-    auth = exporter_settings(ExporterSecurity(ssl_ca_file=ca.pem.cert))
+    auth = exporter_settings(ExporterSecurity(ssl_ca_file=ca.cert))
     with pytest.raises(urllib.error.HTTPError) as err:
         fetch(exporter, 5, auth)
     assert err.value.code == 401
 
 
 def test_a_ca_that_did_not_sign_the_exporter_is_refused(exporter, tmp_path, pw):
-    other = TestCA(tmp_path / "other", "another CA")
+    other = Authority(tmp_path / "other", "another CA")
     auth = exporter_settings(ExporterSecurity(username=USER, password_file=pw,
-                                              ssl_ca_file=other.pem.cert))
+                                              ssl_ca_file=other.cert))
     with pytest.raises(urllib.error.URLError) as err:
         fetch(exporter, 5, auth)
     assert isinstance(err.value.reason, ssl.SSLCertVerificationError)
 
 
 def test_a_certificate_for_another_host_is_refused_unless_the_check_is_off(ca, pw):
-    for url in _serve(ca.issue("elsewhere", ("kafka-9.example.com",))):
+    for url in _serve(ca.issue("elsewhere", server=True, hosts=("kafka-9.example.com",))):
         checked = exporter_settings(ExporterSecurity(username=USER, password_file=pw,
-                                                     ssl_ca_file=ca.pem.cert))
+                                                     ssl_ca_file=ca.cert))
         with pytest.raises(urllib.error.URLError, match="match|mismatch"):
             fetch(url, 5, checked)
         unchecked = exporter_settings(ExporterSecurity(
-            username=USER, password_file=pw, ssl_ca_file=ca.pem.cert, ssl_check_hostname=False))
+            username=USER, password_file=pw, ssl_ca_file=ca.cert, ssl_check_hostname=False))
         assert fetch(url, 5, unchecked) == BODY
 
 
 def test_mutual_tls_needs_the_client_certificate(ca, pw):
-    client = ca.issue("selfheal-collect", ("selfheal-collect",))
-    for url in _serve(ca.issue("mtls-exporter", ("localhost",)), client_ca=ca.pem.cert):
+    client = ca.issue("selfheal-collect", server=False)
+    server = ca.issue("mtls-exporter", server=True, hosts=("localhost",))
+    for url in _serve(server, client_ca=ca.cert):
         without = exporter_settings(ExporterSecurity(username=USER, password_file=pw,
-                                                     ssl_ca_file=ca.pem.cert))
+                                                     ssl_ca_file=ca.cert))
         with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
             fetch(url, 5, without)
         with_cert = exporter_settings(ExporterSecurity(
-            username=USER, password_file=pw, ssl_ca_file=ca.pem.cert,
+            username=USER, password_file=pw, ssl_ca_file=ca.cert,
             ssl_cert_file=client.cert, ssl_key_file=client.key))
         assert fetch(url, 5, with_cert) == BODY
 
 
 def test_an_expired_certificate_is_refused(ca, pw):
-    for url in _serve(ca.issue("expired", ("localhost",), expired=True)):
+    for url in _serve(ca.issue("expired", server=True, hosts=("localhost",), expired=True)):
         auth = exporter_settings(ExporterSecurity(username=USER, password_file=pw,
-                                                  ssl_ca_file=ca.pem.cert))
+                                                  ssl_ca_file=ca.cert))
         with pytest.raises(urllib.error.URLError, match="expired"):
             fetch(url, 5, auth)
