@@ -11,6 +11,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from core.acls import PROCESSES
+
 DESCRIPTION = __doc__.split("\n\n")[0] if __doc__ else ""
 
 
@@ -20,10 +22,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="one JSON document instead of lines")
     p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                    help="per endpoint (default 10)")
+    p.add_argument("--process", choices=PROCESSES, metavar="PROCESS",
+                   help="probe only the ACLs this process needs (its principal's config); "
+                        f"one of {', '.join(PROCESSES)}; default: every process's")
     p.set_defaults(func=_doctor)
 
 
-def run_checks(timeout: float) -> Iterator[Any]:
+def run_checks(timeout: float, process: str | None = None) -> Iterator[Any]:
     """Every check, in the order an operator would fix them."""
     from core.config import ConfigError, load
     from core.live import open_admin
@@ -50,7 +55,7 @@ def run_checks(timeout: float) -> Iterator[Any]:
             with open_admin(servers, client_id="selfheal-doctor",
                             request_timeout_ms=int(timeout * 1000),
                             security=config.cluster_security) as admin:
-                yield from dc.acl_probes(admin, sorted(meta.brokers))
+                yield from dc.acl_probes(admin, sorted(meta.brokers), process)
         except Exception as exc:  # noqa: BLE001 - reported, not raised
             yield dc.Check("admin client", dc.FAIL, f"{type(exc).__name__}: {exc}",
                            "check [cluster.security]; the admin client is kafka-python")
@@ -72,7 +77,7 @@ def _doctor(args: argparse.Namespace) -> int:
     from selfheal.doctor_checks import FAIL, OK
 
     checks = []
-    for check in run_checks(args.timeout):
+    for check in run_checks(args.timeout, args.process):
         checks.append(check)
         if not args.json:
             mark = {OK: "ok  ", FAIL: "FAIL"}.get(check.status, "warn")

@@ -73,16 +73,19 @@ def _denied(exc: BaseException) -> bool:
     return "authoriz" in type(exc).__name__.lower() or "authoriz" in str(exc).lower()
 
 
-def acl_probes(admin: Any, brokers: list[int]) -> Iterator[Check]:
-    """Each cluster ACL serve, the snapshots and Airflow need, by a call that changes
-    nothing: a denial is the answer Kafka's own check gives."""
+def acl_probes(admin: Any, brokers: list[int], process: str | None = None) -> Iterator[Check]:
+    """Each cluster ACL serve, the snapshots and Airflow need (only ``process``'s, when
+    given), by a call that changes nothing: a denial is the answer Kafka's own check
+    gives."""
     from kafka.admin import ConfigResource, ConfigResourceType
 
     from core.live import DENIED_DIRS_FIX, LogDirsDenied, broker_dirs
 
-    def probe(acl: str, who: str, call: Callable[[], Any]) -> Check:
+    def probe(acl: str, who: tuple[str, ...], call: Callable[[], Any]) -> Check | None:
+        if process is not None and process not in who:
+            return None
         name = f"acl {acl}"
-        grant = (f"grant {acl} to the principal of {who}: kafka-acls.sh --add "
+        grant = (f"grant {acl} to the principal of {', '.join(who)}: kafka-acls.sh --add "
                  f"--allow-principal User:<name> --operation {acl.split()[0]} --cluster "
                  "(docs/security.md)")
         try:
@@ -93,20 +96,24 @@ def acl_probes(admin: Any, brokers: list[int]) -> Iterator[Check]:
             if _denied(exc):
                 return Check(name, FAIL, f"denied: {type(exc).__name__}", grant)
             return Check(name, FAIL, f"{type(exc).__name__}: {exc}", "see the broker's log")
-        return Check(name, OK, f"allowed ({who})")
+        return Check(name, OK, f"allowed ({', '.join(who)})")
 
     broker = brokers[0]
-    yield probe("Describe on Cluster (DescribeLogDirs)", "collect snapshots, serve, Airflow",
-                lambda: broker_dirs(admin.describe_log_dirs(topic_partitions={},
-                                                            brokers=[broker])[0]))
-    yield probe("Describe on Cluster (ListPartitionReassignments)", "serve",
-                lambda: admin.list_partition_reassignments())
-    # An empty AlterPartitionReassignments is authorized before it is read: nothing moves.
-    yield probe("Alter on Cluster (reassignments, log-dir moves, elections)", "serve",
-                lambda: admin.alter_partition_reassignments({}))
     resource = ConfigResource(ConfigResourceType.BROKER, str(broker))
-    yield probe("DescribeConfigs on Cluster (throttles)", "serve",
-                lambda: _describe_configs_checked(admin, resource, broker))
+    checks = (
+        probe("Describe on Cluster (DescribeLogDirs)", ("collect-snapshots", "serve", "airflow"),
+              lambda: broker_dirs(admin.describe_log_dirs(topic_partitions={},
+                                                          brokers=[broker])[0])),
+        probe("Describe on Cluster (ListPartitionReassignments)", ("serve",),
+              lambda: admin.list_partition_reassignments()),
+        # An empty AlterPartitionReassignments is authorized before it is read: nothing
+        # moves.
+        probe("Alter on Cluster (reassignments, log-dir moves, elections)", ("serve",),
+              lambda: admin.alter_partition_reassignments({})),
+        probe("DescribeConfigs on Cluster (throttles)", ("serve",),
+              lambda: _describe_configs_checked(admin, resource, broker)),
+    )
+    yield from (c for c in checks if c is not None)
 
 
 def _describe_configs_checked(admin: Any, resource: Any, broker: int) -> None:

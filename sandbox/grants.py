@@ -1,0 +1,130 @@
+"""What the secured sandbox gives each product process: exactly the ACLs core/acls.py lists
+for it (one table feeds these grants, `selfheal doctor` and docs/security.md), and a
+config file per principal that authenticates as it ([cluster.security]; the bus is the
+cluster, so [bus.security] is the same).
+
+    SELFHEAL_CONFIG=<sandbox>/config/selfheal-serve.toml selfheal serve
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from core.acls import TABLE, Acl
+from sandbox.state import SandboxState, SecurityState
+
+# Which principal each process of the table runs as (sandbox/secure.py makes them).
+PRINCIPAL = {"collect-metrics": "selfheal-collect", "collect-zk": "selfheal-collect",
+             "collect-snapshots": "selfheal-collect", "stream": "selfheal-stream",
+             "serve": "selfheal-serve", "airflow": "selfheal-airflow",
+             "consumer": "selfheal-consumers"}
+# The application group the consumer helper's rows stand for in the sandbox (`<group>`).
+CONSUMER_GROUP = "selfheal-demo"
+
+
+def acls_of(principal: str) -> list[Acl]:
+    """The table's rows for ``principal``, placeholders filled for the sandbox."""
+    rows = [a for a in TABLE if PRINCIPAL[a.process] == principal]
+    named = [Acl(a.process, a.resource, a.name.replace("<group>", CONSUMER_GROUP), a.pattern,
+                 a.operation, a.on) for a in rows]
+    return list(dict.fromkeys(named))
+
+
+def binding(principal: str, acl: Acl) -> Any:
+    """confluent-kafka's AclBinding allowing ``acl`` to ``principal`` from any host."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    kind = {"Cluster": ResourceType.BROKER, "Topic": ResourceType.TOPIC,
+            "Group": ResourceType.GROUP}[acl.resource]
+    operation = AclOperation[{"AlterConfigs": "ALTER_CONFIGS",
+                              "DescribeConfigs": "DESCRIBE_CONFIGS"}.get(
+        acl.operation, acl.operation.upper())]
+    return AclBinding(kind, acl.name, ResourcePatternType[acl.pattern], f"User:{principal}",
+                      "*", operation, AclPermissionType.ALLOW)
+
+
+def _admin(state: SandboxState) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    from sandbox.cluster import client_config
+
+    return AdminClient(client_config(state))
+
+
+def grant(state: SandboxState, bindings: Iterable[Any]) -> None:
+    """Create ``bindings`` as the `admin` super user; raises on the first refused."""
+    from sandbox.jvm import SandboxError
+
+    for acl, future in _admin(state).create_acls(list(bindings)).items():
+        try:
+            future.result(timeout=30)
+        except Exception as exc:
+            raise SandboxError(f"could not grant {acl}: {exc}") from None
+
+
+def revoke(state: SandboxState, bindings: Iterable[Any]) -> None:
+    """Delete exactly ``bindings`` (each is its own filter)."""
+    from confluent_kafka.admin import AclBindingFilter
+
+    filters = [AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal,
+                                b.host, b.operation, b.permission_type) for b in bindings]
+    for future in _admin(state).delete_acls(filters).values():
+        future.result(timeout=30)
+
+
+def granted(state: SandboxState, principal: str) -> set[Any]:
+    """The ACL bindings the cluster holds for ``principal``."""
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    match = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY,
+                             f"User:{principal}", None, AclOperation.ANY,
+                             AclPermissionType.ANY)
+    return set(_admin(state).describe_acls(match).result(timeout=30))
+
+
+def config_file(security: SecurityState, principal: str) -> Path:
+    return Path(security.folder).parent / "config" / f"{principal}.toml"
+
+
+def _config_text(security: SecurityState, principal: str) -> str:
+    folder = Path(security.folder)
+    lines = [f"# {principal}: written by `selfheal sandbox up --security {security.mode}`.",
+             "# The rest of [cluster] comes from the running sandbox; the bus is the",
+             "# cluster, so [bus.security] is this one.",
+             "[cluster.security]", f'protocol = "{security.protocol}"',
+             f'ssl_ca_file = "{security.ca()}"']
+    if security.mode == "sasl_ssl":
+        lines += ['sasl_mechanism = "SCRAM-SHA-512"', f'username = "{principal}"',
+                  f'password_file = "{security.password_file(principal)}"']
+    else:
+        lines += [f'ssl_cert_file = "{folder / f"{principal}.pem"}"',
+                  f'ssl_key_file = "{folder / f"{principal}.key"}"']
+    return "\n".join(lines) + "\n"
+
+
+def set_up(state: SandboxState, progress: Callable[[str], None]) -> None:
+    """Grant every product principal its rows of the table and write its config file."""
+    security = state.security
+    assert security is not None
+    principals = sorted(set(PRINCIPAL.values()))
+    grant(state, [binding(p, acl) for p in principals for acl in acls_of(p)])
+    for principal in principals:
+        path = config_file(security, principal)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_config_text(security, principal))
+    progress(f"ACLs granted per core/acls.py; configs in {config_file(security, 'x').parent}"
+             " (SELFHEAL_CONFIG=<one of them>)")
