@@ -100,20 +100,26 @@ def config_file(security: SecurityState, principal: str) -> Path:
     return Path(security.folder).parent / "config" / f"{principal}.toml"
 
 
-def _config_text(security: SecurityState, principal: str) -> str:
+def security_section(security: SecurityState, principal: str) -> dict[str, str]:
+    """[cluster.security] that authenticates as ``principal``."""
     folder = Path(security.folder)
-    lines = [f"# {principal}: written by `selfheal sandbox up --security {security.mode}`.",
-             "# The rest of [cluster] comes from the running sandbox; the bus is the",
-             "# cluster, so [bus.security] is this one.",
-             "[cluster.security]", f'protocol = "{security.protocol}"',
-             f'ssl_ca_file = "{security.ca()}"']
+    found = {"protocol": security.protocol, "ssl_ca_file": str(security.ca())}
     if security.mode == "sasl_ssl":
-        lines += ['sasl_mechanism = "SCRAM-SHA-512"', f'username = "{principal}"',
-                  f'password_file = "{security.password_file(principal)}"']
+        found.update({"sasl_mechanism": "SCRAM-SHA-512", "username": principal,
+                      "password_file": str(security.password_file(principal))})
     else:
-        lines += [f'ssl_cert_file = "{folder / f"{principal}.pem"}"',
-                  f'ssl_key_file = "{folder / f"{principal}.key"}"']
-    return "\n".join(lines) + "\n"
+        found.update({"ssl_cert_file": str(folder / f"{principal}.pem"),
+                      "ssl_key_file": str(folder / f"{principal}.key")})
+    return found
+
+
+def _config_text(security: SecurityState, principal: str) -> str:
+    from sandbox.loop import render_toml
+
+    return (f"# {principal}: written by `selfheal sandbox up --security {security.mode}`.\n"
+            "# The rest of [cluster] comes from the running sandbox; the bus is the\n"
+            "# cluster, so [bus.security] is this one.\n"
+            + render_toml({}, {"cluster.security": security_section(security, principal)}))
 
 
 def set_up(state: SandboxState, progress: Callable[[str], None]) -> None:

@@ -1,6 +1,7 @@
 """The whole self-healing loop on the sandbox, as real processes: the three collectors,
 the streaming job and `selfheal serve`, each a `selfheal` command started detached with
-one shared configuration file, and stopped by PID.
+one shared configuration file (on a secured sandbox, that file plus the piece's own
+[cluster.security]: each runs as its principal, with only its ACLs), and stopped by PID.
 
 The demo and the end-to-end tests drive it; an operator runs the same commands by hand
 (`selfheal --config selfheal.toml collect zk`, ...). Every port is picked free, so two
@@ -21,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sandbox import jvm, processes, prometheus
+from sandbox import grants, jvm, processes, prometheus
 from sandbox.state import SandboxState
 
 # name -> the `selfheal` sub-command that runs it
@@ -221,7 +222,14 @@ def prepare(state: SandboxState, work_dir: Path, names: Iterable[str] | None = N
     config_path.write_text(render_toml(top, config))
     pieces = {}
     for name in pieces_for(state) if names is None else names:
-        argv = [sys.executable, "-m", "selfheal.cli", "--config", str(config_path),
+        path = config_path
+        if state.security is not None:  # each piece as its own principal, with its ACLs
+            principal = grants.PRINCIPAL[name]
+            path = work_dir / f"selfheal.{principal}.toml"
+            path.write_text(render_toml(top, {**config, "cluster.security":
+                                              grants.security_section(state.security,
+                                                                      principal)}))
+        argv = [sys.executable, "-m", "selfheal.cli", "--config", str(path),
                 *PIECES[name], *(args or {}).get(name, ())]
         pieces[name] = Piece(name, argv, work_dir / "logs" / f"{name}.log")
     return Loop(work_dir, config_path, config, pieces)
