@@ -61,12 +61,52 @@ def kafka_reach(name: str, servers: str, sec: KafkaSecurity, section: str,
     try:
         meta = admin.list_topics(timeout=timeout)
     except KafkaException as exc:
+        admin.poll(1)  # serves the error callback: the handshake's or the login's reason
+        said = [e for e in errors if "ssl" in e.lower() or "sasl" in e.lower()
+                or "authenticat" in e.lower()]
         errors.append(str(exc.args[0].str()) if exc.args else str(exc))
-        return Check(name, FAIL, f"cannot reach {servers} as {sec.protocol}: {errors[-1]}",
+        reason = said[0] if said else errors[-1]
+        tls = _tls_reason(servers, sec, section, timeout) if sec.tls else None
+        if tls is not None:
+            return Check(name, FAIL, f"cannot reach {servers} as {sec.protocol}: {tls[0]}",
+                         tls[1]), None
+        return Check(name, FAIL, f"cannot reach {servers} as {sec.protocol}: {reason}",
                      _why_kafka(errors, section)), None
     return Check(name, OK, f"{servers} as {sec.protocol}"
                  + (f" ({sec.sasl_mechanism} user {sec.username})" if sec.sasl else "")
                  + f": {len(meta.brokers)} brokers, cluster id {meta.cluster_id}"), meta
+
+
+def _tls_reason(servers: str, sec: KafkaSecurity, section: str,
+                timeout: float) -> tuple[str, str] | None:
+    """Why the first broker's certificate is refused, and what to do, from a TLS
+    handshake of our own (librdkafka says only "certificate verify failed")."""
+    import socket
+    import ssl
+
+    host, _, port = servers.split(",")[0].strip().rpartition(":")
+    host = host.split("://")[-1]
+    context = ssl.create_default_context(cafile=sec.ssl_ca_file)
+    context.check_hostname = sec.ssl_check_hostname
+    try:
+        if sec.ssl_cert_file and sec.ssl_key_file:
+            context.load_cert_chain(sec.ssl_cert_file, sec.ssl_key_file)
+        with socket.create_connection((host, int(port)), timeout=timeout) as raw, \
+                context.wrap_socket(raw, server_hostname=host):
+            return None
+    except ssl.SSLCertVerificationError as exc:
+        said = exc.verify_message or str(exc)
+    except (OSError, ValueError):
+        return None  # not a certificate problem: librdkafka's own reason stands
+    if "expired" in said:
+        return (f"the broker's certificate has expired ({said})",
+                "renew the brokers' certificates")
+    if "hostname" in said.lower() or "ip address mismatch" in said.lower():
+        return (f"the broker's certificate does not name {host} ({said})",
+                f"dial a name the certificate holds, or reissue it with {host} in its "
+                "subject alternative names")
+    return (f"{section} ssl_ca_file does not sign the broker's certificate ({said})",
+            f"set {section} ssl_ca_file to the CA that issued the brokers' certificates")
 
 
 def _denied(exc: BaseException) -> bool:
