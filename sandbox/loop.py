@@ -224,15 +224,31 @@ def prepare(state: SandboxState, work_dir: Path, names: Iterable[str] | None = N
     for name in pieces_for(state) if names is None else names:
         path = config_path
         if state.security is not None:  # each piece as its own principal, with its ACLs
-            principal = grants.PRINCIPAL[name]
-            path = work_dir / f"selfheal.{principal}.toml"
-            path.write_text(render_toml(top, {**config, "cluster.security":
-                                              grants.security_section(state.security,
-                                                                      principal)}))
+            path = _principal_config(state, work_dir, top, config, grants.PRINCIPAL[name])
         argv = [sys.executable, "-m", "selfheal.cli", "--config", str(path),
                 *PIECES[name], *(args or {}).get(name, ())]
         pieces[name] = Piece(name, argv, work_dir / "logs" / f"{name}.log")
     return Loop(work_dir, config_path, config, pieces)
+
+
+def _principal_config(state: SandboxState, work_dir: Path, top: Mapping[str, Any],
+                      config: Mapping[str, Mapping[str, Any]], principal: str) -> Path:
+    """The loop's configuration plus ``principal``'s [cluster.security]."""
+    assert state.security is not None
+    path = work_dir / f"selfheal.{principal}.toml"
+    section = grants.security_section(state.security, principal)
+    path.write_text(render_toml(top, {**config, "cluster.security": section}))
+    return path
+
+
+def create_bus_topics(state: SandboxState, the_loop: Loop) -> None:
+    """On a secured sandbox, the bus topics made beforehand as `selfheal-serve`, the one
+    principal granted Create: the collectors and the job may not create them."""
+    from core.bus import ensure_topics
+    from core.config import load
+
+    path = _principal_config(state, the_loop.work_dir, {}, the_loop.config, "selfheal-serve")
+    ensure_topics(load(path, env={}, use_fallbacks=False))
 
 
 def start(state: SandboxState, work_dir: Path, names: Iterable[str] | None = None,
@@ -241,6 +257,8 @@ def start(state: SandboxState, work_dir: Path, names: Iterable[str] | None = Non
           args: Mapping[str, Sequence[str]] | None = None) -> Loop:
     """Prepare and start the named pieces; raise LoopError if one dies at once."""
     loop = prepare(state, work_dir, names, overrides, policy, args)
+    if state.security is not None:
+        create_bus_topics(state, loop)
     for name in loop.pieces:
         loop.start(name)
     time.sleep(settle)

@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core.bus import ensure_topics
-from core.config import load
-from sandbox import cluster, grants, loop
+from sandbox import cluster, loop
 from sandbox.state import SandboxState
 from tests.e2e.heal_matrix import api, heal_under_traffic
 
@@ -63,9 +61,6 @@ def test_a_failed_disk_is_healed_with_each_piece_on_its_own_acls(secured, tmp_pa
                                                                  record_property) -> None:
     security = secured.security
     assert security is not None
-    serve_config = load(grants.config_file(security, "selfheal-serve"), use_fallbacks=False,
-                        env={"SELFHEAL_CLUSTER_BOOTSTRAP_SERVERS": secured.bootstrap_servers})
-    ensure_topics(serve_config)  # serve may create them; the collectors and the job may not
     secrets = {f"password of {p}": security.password(p) for p in security.principals}
     secrets["the action signing key"] = str(secured.action_signing_key)
 
