@@ -27,9 +27,12 @@ CONSUMER_GROUP = "selfheal-demo"
 def acls_of(principal: str) -> list[Acl]:
     """The table's rows for ``principal``, placeholders filled for the sandbox."""
     rows = [a for a in TABLE if PRINCIPAL[a.process] == principal]
-    named = [Acl(a.process, a.resource, a.name.replace("<group>", CONSUMER_GROUP), a.pattern,
-                 a.operation, a.on) for a in rows]
-    return list(dict.fromkeys(named))
+    unique: dict[tuple[str, ...], Acl] = {}
+    for a in rows:  # one grant where two processes of a principal need the same
+        name = a.name.replace("<group>", CONSUMER_GROUP)
+        unique.setdefault((a.resource, name, a.pattern, a.operation),
+                          Acl(a.process, a.resource, name, a.pattern, a.operation, a.on))
+    return list(unique.values())
 
 
 def binding(principal: str, acl: Acl) -> Any:
