@@ -66,7 +66,8 @@ def grant(state: SandboxState, bindings: Iterable[Any]) -> None:
     """Create ``bindings`` as the `admin` super user; raises on the first refused."""
     from sandbox.jvm import SandboxError
 
-    for acl, future in _admin(state).create_acls(list(bindings)).items():
+    admin = _admin(state)  # must outlive its futures
+    for acl, future in admin.create_acls(list(bindings)).items():
         try:
             future.result(timeout=30)
         except Exception as exc:
@@ -79,7 +80,8 @@ def revoke(state: SandboxState, bindings: Iterable[Any]) -> None:
 
     filters = [AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal,
                                 b.host, b.operation, b.permission_type) for b in bindings]
-    for future in _admin(state).delete_acls(filters).values():
+    admin = _admin(state)  # must outlive its futures
+    for future in admin.delete_acls(filters).values():
         future.result(timeout=30)
 
 
@@ -96,7 +98,8 @@ def granted(state: SandboxState, principal: str) -> set[Any]:
     match = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY,
                              f"User:{principal}", None, AclOperation.ANY,
                              AclPermissionType.ANY)
-    return set(_admin(state).describe_acls(match).result(timeout=30))
+    admin = _admin(state)  # must outlive its future
+    return set(admin.describe_acls(match).result(timeout=30))
 
 
 def config_file(security: SecurityState, principal: str) -> Path:
