@@ -22,7 +22,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory) -> Iterator[SandboxState]:
     state = cluster.up(tmp_path_factory.mktemp("secured-heal"), brokers=3, log_dirs=2,
-                       racks=2, security="sasl_ssl")
+                       racks=3, security="sasl_ssl")
     try:
         yield state
     finally:
