@@ -23,7 +23,8 @@ APT_PACKAGES := openjdk-17-jdk-headless maven chromium prometheus-alertmanager p
 
 help:
 	@echo "make demo    bring up the sandbox cluster, break a disk, watch it heal"
-	@echo "             (Kafka 4.4 KRaft; make demo KAFKA=3.9 MODE=zk for the ZooKeeper road)"
+	@echo "             (Kafka 4.4 KRaft; make demo KAFKA=3.9 MODE=zk for the ZooKeeper road;"
+	@echo "             make demo SECURITY=sasl_ssl for TLS, SCRAM and least-privilege ACLs)"
 	@echo "make test    lint, then every test (unit, integration on the sandbox, e2e)"
 	@echo "make chaos   only the chaos suite (faults injected into the whole loop; make test runs it too)"
 	@echo "make bench   print performance figures"
@@ -69,7 +70,8 @@ venv: $(VENV)/.installed
 # The default is the newest Kafka line in KRaft mode; `make demo KAFKA=3.9 MODE=zk` runs
 # the ZooKeeper road.
 demo: deps
-	$(VENV)/bin/selfheal demo $(if $(KAFKA),--kafka $(KAFKA)) $(if $(MODE),--mode $(MODE))
+	$(VENV)/bin/selfheal demo $(if $(KAFKA),--kafka $(KAFKA)) $(if $(MODE),--mode $(MODE)) \
+	    $(if $(SECURITY),--security $(SECURITY))
 
 # Lint first: a tree that does not lint is not green, whatever the tests say.
 # Two workers (pytest-xdist), each with sandboxes of its own: one runs the chaos suite

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from core.config import Config
+from core.security import confluent_settings
 
 # A snapshot of 100k partitions is ~30 MB of JSON (~3 MB with zstd).
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -62,7 +63,8 @@ def client_config(config: Config) -> dict[str, Any]:
             "no event bus configured: set [bus] bootstrap_servers (or [cluster] "
             "bootstrap_servers, which the bus defaults to), or start the sandbox with "
             "`selfheal sandbox up`")
-    return {"bootstrap.servers": servers, "logger": _quiet_logger()}
+    return {"bootstrap.servers": servers, "logger": _quiet_logger(),
+            **confluent_settings(config.bus_security, "[bus.security]")}
 
 
 def ensure_topics(config: Config, timeout: float = 30.0) -> list[str]:

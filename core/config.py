@@ -22,7 +22,6 @@ from typing import Any
 from core.config_values import (
     CONFIG_ENV,
     Builder,
-    Check,
     ConfigError,
     at_least,
     env_var,
@@ -37,6 +36,8 @@ from core.config_values import (
     topic_prefix,
     url,
 )
+from core.config_values import field as _field
+from core.security import ExporterSecurity, KafkaSecurity, ZooKeeperSecurity
 from schemas.registry import DEFAULT_PREFIX, TOPICS
 
 __all__ = ["SECTIONS", "Config", "ConfigError", "default_state_dir", "env_var", "load",
@@ -47,18 +48,6 @@ def default_state_dir() -> Path:
     """``$XDG_STATE_HOME/kafka-selfheal`` (next to the sandbox's own state)."""
     base = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state"))
     return base / "kafka-selfheal"
-
-
-def _field(default: Any = None, check: Check | None = None, *, doc: str,
-           secret: bool = False, example: str | None = None,
-           factory: Callable[[], Any] | None = None, shown: str | None = None) -> Any:
-    """One key: `doc` is its meaning for the reference; `example` a value for an unset
-    key's commented line; `shown` the default as a reader sees it (a computed path)."""
-    meta = {"check": check, "doc": doc, "secret": secret, "example": example,
-            "shown": shown}
-    if factory is not None:
-        return dataclasses.field(default_factory=factory, metadata=meta, repr=not secret)
-    return dataclasses.field(default=default, metadata=meta, repr=not secret)
 
 
 def _checkpoints() -> Path:
@@ -306,6 +295,10 @@ SECTIONS: dict[str, type] = {
     "stream": StreamConfig,
     "serve": ServeConfig,
     "pager": PagerConfig,
+    "cluster.security": KafkaSecurity,
+    "bus.security": KafkaSecurity,  # unset while the bus is the cluster: the cluster's
+    "cluster.zookeeper_security": ZooKeeperSecurity,
+    "cluster.exporter_security": ExporterSecurity,
 }
 
 POLICY_DOC = ("The executor's policy file (what runs by itself, limits, the breaker); "
@@ -321,6 +314,12 @@ class Config:
     stream: StreamConfig = dataclasses.field(default_factory=StreamConfig)
     serve: ServeConfig = dataclasses.field(default_factory=ServeConfig)
     pager: PagerConfig = dataclasses.field(default_factory=PagerConfig)
+    cluster_security: KafkaSecurity = dataclasses.field(default_factory=KafkaSecurity)
+    bus_security: KafkaSecurity = dataclasses.field(default_factory=KafkaSecurity)
+    cluster_zookeeper_security: ZooKeeperSecurity = dataclasses.field(
+        default_factory=ZooKeeperSecurity)
+    cluster_exporter_security: ExporterSecurity = dataclasses.field(
+        default_factory=ExporterSecurity)
     policy: Path | None = None  # POLICY_DOC; None: the executor's built-in defaults
     # Where the values came from, lowest precedence first, for `--explain` style output.
     sources: tuple[str, ...] = ()
@@ -381,9 +380,13 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None,
     if use_fallbacks and not builder.is_set("cluster", "bootstrap_servers"):
         _from_fallbacks(builder, env)
     cluster_servers = builder.values["cluster"].get("bootstrap_servers")
-    if not builder.is_set("bus", "bootstrap_servers") and cluster_servers:
+    bus_servers = builder.values["bus"].get("bootstrap_servers")
+    if bus_servers is None and cluster_servers:
         builder.values["bus"]["bootstrap_servers"] = cluster_servers
-    sections = {name: cls(**builder.values[name]) for name, cls in SECTIONS.items()}
+    if bus_servers in (None, cluster_servers) and not builder.values["bus.security"]:
+        builder.values["bus.security"] = dict(builder.values["cluster.security"])
+    sections = {name.replace(".", "_"): cls(**builder.values[name])
+                for name, cls in SECTIONS.items()}
     _check_cluster(sections["cluster"], builder.sources)
     return Config(**sections, policy=builder.policy, sources=tuple(builder.sources))
 

@@ -21,11 +21,29 @@ POLICY_ENV = "SELFHEAL_POLICY"
 
 def env_var(section: str, key: str) -> str:
     """The environment variable that overrides ``[section] key``."""
-    return f"{ENV_PREFIX}{section.upper()}_{key.upper()}"
+    return f"{ENV_PREFIX}{section.upper().replace('.', '_')}_{key.upper()}"
 
 
 class ConfigError(ValueError):
     """A configuration value that cannot be used; the message names the key and its source."""
+
+
+def field(default: Any = None, check: Check | None = None, *, doc: str,
+          secret: bool = False, example: str | None = None,
+          factory: Callable[[], Any] | None = None, shown: str | None = None) -> Any:
+    """One key: `doc` is its meaning for the reference; `example` a value for an unset
+    key's commented line; `shown` the default as a reader sees it (a computed path);
+    `secret` keeps the value out of reprs and errors."""
+    meta = {"check": check, "doc": doc, "secret": secret, "example": example,
+            "shown": shown}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=meta, repr=not secret)
+    return dataclasses.field(default=default, metadata=meta, repr=not secret)
+
+
+def _shown(raw: Any, secret: bool) -> str:
+    """A refused value as an error shows it: never a secret's text."""
+    return f"a value of {len(str(raw))} characters" if secret else repr(raw)
 
 
 def positive(value: Any) -> str | None:
@@ -84,19 +102,25 @@ def base_type(hint: Any) -> Any:
 
 
 def coerce(raw: Any, hint: Any, key: str, where: str, from_env: bool,
-           relative_to: Path | None) -> Any:
+           relative_to: Path | None, secret: bool = False) -> Any:
     """Turn a TOML value or an environment string into the field's type."""
     optional = type(None) in typing.get_args(hint)
     kind = base_type(hint)
 
     def bad(expected: str) -> ConfigError:
-        return ConfigError(f"{key} {where}: expected {expected}, got {raw!r}")
+        return ConfigError(f"{key} {where}: expected {expected}, got {_shown(raw, secret)}")
 
     if from_env and raw == "" and optional:
         return None  # an empty variable unsets a value the file gave
     if kind is str:
         if not isinstance(raw, str):
             raise bad("a string")
+        return raw
+    if kind is bool:
+        if from_env and raw.lower() in ("true", "false"):
+            return raw.lower() == "true"
+        if not isinstance(raw, bool):
+            raise bad("true or false")
         return raw
     if kind in (int, float):
         expected = "an integer" if kind is int else "a number"
@@ -140,11 +164,12 @@ class Builder:
                               + ", ".join(fields))
         hints = typing.get_type_hints(cls)
         full = f"{section}.{key}"
-        value = coerce(raw, hints[key], full, where, from_env, relative_to)
+        secret = bool(fields[key].metadata.get("secret"))  # never echoed in an error
+        value = coerce(raw, hints[key], full, where, from_env, relative_to, secret)
         check = fields[key].metadata.get("check")
         problem = check(value) if check and value is not None else None
         if problem:
-            raise ConfigError(f"{full} {where}: {problem}, got {raw!r}")
+            raise ConfigError(f"{full} {where}: {problem}, got {_shown(raw, secret)}")
         self.values[section][key] = value
 
     def is_set(self, section: str, key: str) -> bool:
@@ -168,7 +193,11 @@ def read_file(builder: Builder, path: Path) -> None:
             if not isinstance(body, dict):
                 raise ConfigError(f"{name} {where}: expected a [{name}] table")
             for key, raw in body.items():
-                builder.set(name, key, raw, where, False, path.parent)
+                if f"{name}.{key}" in builder.sections and isinstance(raw, dict):
+                    for sub, value in raw.items():  # [cluster.security] and the like
+                        builder.set(f"{name}.{key}", sub, value, where, False, path.parent)
+                else:
+                    builder.set(name, key, raw, where, False, path.parent)
         else:
             raise ConfigError(f"unknown section or key {name!r} {where}; known: "
                               + ", ".join([*builder.sections, "policy"]))
@@ -182,11 +211,13 @@ def read_env(builder: Builder, env: Mapping[str, str]) -> None:
             builder.policy = None if raw == "" else Path(raw).expanduser()
             used = True
             continue
-        for section in builder.sections:
+        # SELFHEAL_CLUSTER_SECURITY_* belongs to [cluster.security], not to [cluster]
+        for section in sorted(builder.sections, key=len, reverse=True):
             head = env_var(section, "")
             if var.startswith(head):
                 key = var[len(head):].lower()
                 builder.set(section, key, raw, f"from {var}", True)
                 used = True
+                break
     if used:
         builder.sources.append("environment")

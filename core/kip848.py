@@ -22,11 +22,16 @@ _STATES = {"STABLE": "Stable", "EMPTY": "Empty", "DEAD": "Dead",
 
 
 def client_config(admin: Any) -> dict[str, Any]:
-    """A confluent-kafka client config reaching the cluster a kafka-python admin does."""
+    """A confluent-kafka client config reaching the cluster a kafka-python admin does, with
+    the [cluster.security] that admin was opened with (core.live.open_admin keeps it)."""
+    from core.security import KafkaSecurity, confluent_settings
+
     config = getattr(admin, "config", {}) or {}
     servers = config.get("bootstrap_servers", "")
+    security = getattr(admin, "selfheal_security", None) or KafkaSecurity()
     return {"bootstrap.servers": servers if isinstance(servers, str) else ",".join(servers),
-            "client.id": str(config.get("client_id") or "selfheal")}
+            "client.id": str(config.get("client_id") or "selfheal"),
+            **confluent_settings(security)}
 
 
 def member_record(member: Any) -> dict[str, Any]:

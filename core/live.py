@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from core import clock
+from core.security import KafkaSecurity, kafka_python_settings
 
 # Kafka's error code for a log dir the broker has taken offline.
 KAFKA_STORAGE_ERROR = 56
@@ -90,23 +91,40 @@ class BrokerDirs:
 
 @contextlib.contextmanager
 def open_admin(bootstrap_servers: str, client_id: str = "selfheal",
-               request_timeout_ms: int = 10000) -> Iterator[Any]:
+               request_timeout_ms: int = 10000, *,
+               security: KafkaSecurity | None = None) -> Iterator[Any]:
     """A kafka-python KafkaAdminClient (it has the log-dir and reassignment calls),
-    closed on exit."""
+    closed on exit. The product passes ``security`` ([cluster.security]); None is an
+    unsecured cluster (the sandbox, tests)."""
     from kafka import KafkaAdminClient
 
+    secured = kafka_python_settings(security or KafkaSecurity())
     try:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id=client_id,
                                  request_timeout_ms=request_timeout_ms,
-                                 metadata_max_age_ms=ADMIN_METADATA_MAX_AGE_MS)
+                                 metadata_max_age_ms=ADMIN_METADATA_MAX_AGE_MS, **secured)
     except Exception as exc:
         raise LiveReadError(
             f"cannot reach Kafka at {bootstrap_servers} ({exc}); check that the brokers "
             "run and that [cluster] bootstrap_servers is right") from exc
+    # what it was made with, for a client of the other library reaching the same cluster
+    # (core/kip848.py: ConsumerGroupDescribe through confluent-kafka)
+    admin.selfheal_security = security or KafkaSecurity()
     try:
         yield admin
     finally:
         admin.close()
+
+
+class LogDirsDenied(LiveReadError):
+    """DescribeLogDirs answered no dirs at all: what Kafka answers a principal without
+    Describe on Cluster (only a top-level error code, which kafka-python does not read).
+    Never "a broker with no dirs": a snapshot from it would say nothing is wrong."""
+
+
+DENIED_DIRS_FIX = ("grant the principal Describe on Cluster: kafka-acls.sh --bootstrap-server "
+                   "<brokers> --add --allow-principal User:<selfheal user> --operation "
+                   "Describe --cluster (docs/security.md lists every ACL)")
 
 
 def _size(value: Any) -> int | None:
@@ -119,6 +137,9 @@ def broker_dirs(reply: dict[str, Any]) -> BrokerDirs:
     replicas: dict[tuple[str, int], tuple[str, int]] = {}
     future: dict[tuple[str, int], str] = {}
     future_bytes: dict[tuple[str, int], int] = {}
+    if not reply["log_dirs"]:  # every broker has at least one dir, online or not
+        raise LogDirsDenied(f"broker {reply.get('broker', '?')} answered DescribeLogDirs with "
+                            f"no log dirs, which means not authorized; {DENIED_DIRS_FIX}")
     for d in reply["log_dirs"]:
         path = d["log_dir"]
         online = d["error_code"] == 0

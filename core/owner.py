@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from core.config import Config, ConfigError, default_state_dir
+from core.security import KafkaSecurity, confluent_settings
 
 MARKER = "selfheal-owner.json"
 TIMEOUT_SECONDS = 15.0
@@ -60,14 +61,15 @@ def safe_name(text: str) -> str:
     return name[:100]
 
 
-def _kafka_id(servers: str, timeout: float) -> str:
+def _kafka_id(servers: str, security: KafkaSecurity, what: str, timeout: float) -> str:
     """The cluster id the Kafka at ``servers`` reports."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
     from core.bus import _quiet_logger
 
-    settings: dict[str, Any] = {"bootstrap.servers": servers, "logger": _quiet_logger()}
+    settings: dict[str, Any] = {"bootstrap.servers": servers, "logger": _quiet_logger(),
+                                **confluent_settings(security, what)}
     admin = AdminClient(settings)
     try:
         found = admin.list_topics(timeout=timeout).cluster_id
@@ -85,7 +87,7 @@ def cluster_name(config: Config, timeout: float = TIMEOUT_SECONDS) -> str:
         return config.cluster.cluster_id
     servers = config.require_bootstrap_servers()
     try:
-        return _kafka_id(servers, timeout)
+        return _kafka_id(servers, config.cluster_security, "[cluster.security]", timeout)
     except OwnerError as exc:
         raise OwnerError(f"{exc}; set [cluster] cluster_id to name the cluster without "
                          "asking it") from None
@@ -97,7 +99,7 @@ def identify(config: Config, timeout: float = TIMEOUT_SECONDS) -> Owner:
     if servers is None:
         raise OwnerError("no event bus configured: set [bus] bootstrap_servers (or [cluster] "
                          "bootstrap_servers)")
-    bus = _kafka_id(servers, timeout)
+    bus = _kafka_id(servers, config.bus_security, "[bus.security]", timeout)
     if config.cluster.cluster_id:
         cluster = config.cluster.cluster_id
     elif config.cluster.bootstrap_servers in (None, servers):

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from sandbox import configs, jvm, kraft, processes, secure, versions
+from sandbox import configs, grants, jvm, kraft, processes, secure, versions
 from sandbox.jvm import SandboxError
 from sandbox.ports import PortBook, PortClash
 from sandbox.startup import StartupFailed, check_alive, log_tail, wait_port
@@ -217,6 +217,7 @@ def _up_once(work_dir: Path, brokers: int, log_dirs: int, racks: int, mode: str 
             wait_ready(state, timeout=timeout, progress=progress)
             if state.security is not None:
                 secure.add_users(state, progress)
+                grants.set_up(state, progress)
         except PortClash:
             down(state, keep_data=True)
             for server in state.servers():  # the next try starts from empty dirs

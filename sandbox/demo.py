@@ -162,10 +162,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"  [sandbox] {message}", file=sys.stderr, flush=True)
 
     mode = args.mode or versions.default_mode(args.kafka)
-    _say(f"== 1. bring up the sandbox (Kafka {args.kafka}, {mode} mode): 3 brokers x 2 log "
-         "dirs over 3 racks")
+    secured = f", secured: {args.security}" if args.security else ""
+    _say(f"== 1. bring up the sandbox (Kafka {args.kafka}, {mode} mode{secured}): 3 brokers "
+         "x 2 log dirs over 3 racks")
     try:
-        state = cluster.up(args.work_dir, mode=mode, kafka=args.kafka, progress=progress)
+        state = cluster.up(args.work_dir, mode=mode, kafka=args.kafka, progress=progress,
+                           security=args.security)
     except cluster.SandboxError as exc:
         raise CliError(str(exc), code=1) from None
     the_loop = producer = consumer = am = prom = None
@@ -329,6 +331,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="the Kafka line the sandbox runs (default %(default)s)")
     p.add_argument("--mode", choices=("zk", "kraft"), default=None,
                    help="KRaft (default) or ZooKeeper (Kafka 3.9 only)")
+    p.add_argument("--security", choices=("sasl_ssl", "mtls"), default=None,
+                   help="a secured sandbox: TLS, SCRAM users or client certificates, and "
+                        "each process with only its ACLs (docs/security.md); KRaft only")
     p.add_argument("--approve-by-hand", action="store_true",
                    help="print the approval link and wait for you to click it, instead of "
                         "clicking it for you")

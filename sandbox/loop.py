@@ -1,6 +1,7 @@
 """The whole self-healing loop on the sandbox, as real processes: the three collectors,
 the streaming job and `selfheal serve`, each a `selfheal` command started detached with
-one shared configuration file, and stopped by PID.
+one shared configuration file (on a secured sandbox, that file plus the piece's own
+[cluster.security]: each runs as its principal, with only its ACLs), and stopped by PID.
 
 The demo and the end-to-end tests drive it; an operator runs the same commands by hand
 (`selfheal --config selfheal.toml collect zk`, ...). Every port is picked free, so two
@@ -21,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sandbox import jvm, processes, prometheus
+from sandbox import grants, jvm, processes, prometheus
 from sandbox.state import SandboxState
 
 # name -> the `selfheal` sub-command that runs it
@@ -221,10 +222,33 @@ def prepare(state: SandboxState, work_dir: Path, names: Iterable[str] | None = N
     config_path.write_text(render_toml(top, config))
     pieces = {}
     for name in pieces_for(state) if names is None else names:
-        argv = [sys.executable, "-m", "selfheal.cli", "--config", str(config_path),
+        path = config_path
+        if state.security is not None:  # each piece as its own principal, with its ACLs
+            path = _principal_config(state, work_dir, top, config, grants.PRINCIPAL[name])
+        argv = [sys.executable, "-m", "selfheal.cli", "--config", str(path),
                 *PIECES[name], *(args or {}).get(name, ())]
         pieces[name] = Piece(name, argv, work_dir / "logs" / f"{name}.log")
     return Loop(work_dir, config_path, config, pieces)
+
+
+def _principal_config(state: SandboxState, work_dir: Path, top: Mapping[str, Any],
+                      config: Mapping[str, Mapping[str, Any]], principal: str) -> Path:
+    """The loop's configuration plus ``principal``'s [cluster.security]."""
+    assert state.security is not None
+    path = work_dir / f"selfheal.{principal}.toml"
+    section = grants.security_section(state.security, principal)
+    path.write_text(render_toml(top, {**config, "cluster.security": section}))
+    return path
+
+
+def create_bus_topics(state: SandboxState, the_loop: Loop) -> None:
+    """On a secured sandbox, the bus topics made beforehand as `selfheal-serve`, the one
+    principal granted Create: the collectors and the job may not create them."""
+    from core.bus import ensure_topics
+    from core.config import load
+
+    path = _principal_config(state, the_loop.work_dir, {}, the_loop.config, "selfheal-serve")
+    ensure_topics(load(path, env={}, use_fallbacks=False))
 
 
 def start(state: SandboxState, work_dir: Path, names: Iterable[str] | None = None,
@@ -233,6 +257,8 @@ def start(state: SandboxState, work_dir: Path, names: Iterable[str] | None = Non
           args: Mapping[str, Sequence[str]] | None = None) -> Loop:
     """Prepare and start the named pieces; raise LoopError if one dies at once."""
     loop = prepare(state, work_dir, names, overrides, policy, args)
+    if state.security is not None:
+        create_bus_topics(state, loop)
     for name in loop.pieces:
         loop.start(name)
     time.sleep(settle)

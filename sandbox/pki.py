@@ -67,9 +67,11 @@ class Authority:
         self.cert.write_bytes(self._cert.public_bytes(serialization.Encoding.PEM))
 
     def issue(self, name: str, server: bool, valid_days: float = VALID_DAYS,
-              hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> Issued:
+              hosts: tuple[str, ...] = ("127.0.0.1", "localhost"),
+              expired: bool = False) -> Issued:
         """A certificate for ``name`` (the CN, which is the principal with mutual TLS);
-        a server certificate names ``hosts`` in its subject alternative names."""
+        a server certificate names ``hosts`` in its subject alternative names. An
+        ``expired`` one ended a day ago (for the tests of a client's refusal)."""
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import ec
@@ -80,8 +82,9 @@ class Authority:
             x509.CertificateBuilder().subject_name(_name(name))
             .issuer_name(self._cert.subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(self.now - datetime.timedelta(minutes=5))
-            .not_valid_after(self.now + datetime.timedelta(days=valid_days))
+            .not_valid_before(self.now - datetime.timedelta(days=10 if expired else 0,
+                                                            minutes=5))
+            .not_valid_after(self.now + datetime.timedelta(days=-1 if expired else valid_days))
             .add_extension(x509.ExtendedKeyUsage(
                 [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
                 if server else [ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import secrets as random_secrets
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from sandbox.jvm import SandboxError
 from sandbox.state import SandboxState, SecurityState
@@ -110,6 +111,24 @@ def client_settings(security: SecurityState, principal: str) -> dict[str, object
         found.update({"ssl.certificate.location": str(folder / f"{principal}.pem"),
                       "ssl.key.location": str(folder / f"{principal}.key")})
     return found
+
+
+def kafka_security(security: SecurityState | None, principal: str = ADMIN) -> Any:
+    """The product's [cluster.security] for ``principal`` (None: the plain sandbox), for
+    the kafka-python admin client the sandbox and the tests use."""
+    from core.security import KafkaSecurity
+
+    if security is None:
+        return KafkaSecurity()
+    folder = Path(security.folder)
+    if security.mode == "sasl_ssl":
+        return KafkaSecurity(protocol=security.protocol, sasl_mechanism=MECHANISM,
+                             username=principal,
+                             password_file=security.password_file(principal),
+                             ssl_ca_file=security.ca())
+    return KafkaSecurity(protocol=security.protocol, ssl_ca_file=security.ca(),
+                         ssl_cert_file=folder / f"{principal}.pem",
+                         ssl_key_file=folder / f"{principal}.key")
 
 
 def add_users(state: SandboxState, progress: Callable[[str], None]) -> None:

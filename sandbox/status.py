@@ -17,7 +17,10 @@ __all__ = ["KAFKA_STORAGE_ERROR", "kafka_admin", "placement", "status", "render"
 @contextlib.contextmanager
 def kafka_admin(state: SandboxState) -> Iterator[Any]:
     """A kafka-python admin client (it has the log-dir calls), closed on exit."""
-    with open_admin(state.bootstrap_servers, client_id="selfheal-sandbox") as admin:
+    from sandbox.secure import kafka_security
+
+    with open_admin(state.bootstrap_servers, client_id="selfheal-sandbox",
+                    security=kafka_security(state.security)) as admin:
         yield admin
 
 

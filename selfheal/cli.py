@@ -30,6 +30,7 @@ COMMAND_MODULES: dict[str, str] = {
     "serve": "remediation.service.cli",  # selfheal serve
     "execute": "remediation.executor.cli",  # selfheal execute
     "airflow": "sandbox.airflow_cli",  # selfheal airflow up|down|status
+    "doctor": "selfheal.doctor",  # selfheal doctor: the preflight
 }
 SUBCOMMANDS: tuple[str, ...] = tuple(COMMAND_MODULES.values())
 # Commands that read no configuration: the sandbox's defaults (core.config and the

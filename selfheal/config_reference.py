@@ -52,6 +52,8 @@ def _kind(hint: Any) -> str:
 def _toml(value: Any) -> str | None:
     if value is None:
         return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, str):
         return json.dumps(value)
     if isinstance(value, tuple):

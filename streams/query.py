@@ -118,6 +118,8 @@ def build_query(spark: Any, config: Config, options: JobOptions,
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
+    from core.bus import client_config
+    from core.security import spark_options
     from streams.facts import FactLimits
     from streams.prescreen import fast_path
     from streams.signals import SIGNAL_DDL, to_signals
@@ -131,6 +133,7 @@ def build_query(spark: Any, config: Config, options: JobOptions,
         reader = (
             spark.readStream.format("kafka")
             .option("kafka.bootstrap.servers", config.bus.bootstrap_servers)
+            .options(**spark_options(config.bus_security))
             .option("subscribe", config.topic(name))
             .option("startingOffsets", options.snapshot_offsets
                     if name == "cluster-snapshots" and options.snapshot_offsets
@@ -165,7 +168,7 @@ def build_query(spark: Any, config: Config, options: JobOptions,
         .mapInPandas(partial(to_signals, schemas=topics,
                              limits=FactLimits.from_config(config.detect),
                              # a manifest whose chunks are not in its batch
-                             chunk_source=BusChunks(str(config.bus.bootstrap_servers))),
+                             chunk_source=BusChunks(client_config(config))),
                      SIGNAL_DDL)
         .withWatermark("event_ts", f"{stream.watermark_delay_seconds} seconds")
     )

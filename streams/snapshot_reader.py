@@ -187,19 +187,20 @@ def find_chunks(consumer: Any, topic: str, partition: int, manifest_offset: int,
 
 class BusChunks:
     """`find_chunks` from where the config is not (the job's executors): built from the
-    bus's address, picklable (its consumer is made on first use, in the process that
-    uses it, and kept there)."""
+    bus's client settings (`core.bus.client_config`, security included), picklable (its
+    consumer is made on first use, in the process that uses it, and kept there)."""
 
-    def __init__(self, bootstrap_servers: str, timeout: float = 10.0) -> None:
-        self.bootstrap_servers = bootstrap_servers
+    def __init__(self, client: dict[str, Any], timeout: float = 10.0) -> None:
+        # The logger object does not pickle; consumer_on adds its own.
+        self.client = {k: v for k, v in client.items() if k != "logger"}
         self.timeout = timeout
         self._consumer: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"bootstrap_servers": self.bootstrap_servers, "timeout": self.timeout}
+        return {"client": self.client, "timeout": self.timeout}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["bootstrap_servers"], state["timeout"])  # type: ignore[misc]
+        self.__init__(state["client"], state["timeout"])  # type: ignore[misc]
 
     def __call__(self, topic: str, partition: int, offset: int,
                  manifest: chunking.Manifest, found: dict[str, bytes]) -> dict[str, bytes]:
@@ -207,7 +208,7 @@ class BusChunks:
 
         if self._consumer is None:
             self._consumer = consumer_on(
-                {"bootstrap.servers": self.bootstrap_servers}, "selfheal-stream-chunks",
+                self.client, "selfheal-stream-chunks",
                 **{"enable.auto.commit": False, "auto.offset.reset": "earliest",
                    "topic.metadata.refresh.interval.ms": 5000})
         try:

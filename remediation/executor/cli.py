@@ -91,7 +91,8 @@ def _execute(args: argparse.Namespace) -> int:
         sqlite = keyed_store(config, cluster)  # serve's store of this cluster
         sqlite.parent.mkdir(parents=True, exist_ok=True)
         with ActionStore(sqlite) as store, \
-                open_admin(servers, client_id="selfheal-execute") as admin:
+                open_admin(servers, client_id="selfheal-execute",
+                           security=config.cluster_security) as admin:
             try:
                 claim_store(store, sqlite, cluster)
             except ConfigError as exc:

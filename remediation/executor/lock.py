@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from core.config import Config
+    from core.security import ZooKeeperSecurity
 
 LOCK_ROOT = "/selfheal/executor"
 LOCK_TOPIC = "executor-lock"
@@ -60,7 +61,8 @@ def leadership_for(config: Config, me: str, log: Callable[[str], None] = lambda 
     zk = config.serve.lock_zookeeper or (
         config.cluster.zookeeper_connect if config.cluster.mode == "zk" else None)
     if zk:
-        return ZkLeadership(zk, cluster_id, me, log)
+        return ZkLeadership(zk, cluster_id, me, log,
+                            security=config.cluster_zookeeper_security)
     from core.bus import client_config
 
     return GroupLeadership(client_config(config), config.bus.topic_prefix + LOCK_TOPIC,
@@ -77,9 +79,12 @@ class ZkLeadership:
 
     def __init__(self, hosts: str, cluster_id: str, me: str,
                  log: Callable[[str], None] = lambda m: None,
-                 session_timeout: float = SESSION_TIMEOUT_S) -> None:
+                 session_timeout: float = SESSION_TIMEOUT_S, *,
+                 security: ZooKeeperSecurity | None = None) -> None:
         from kazoo.client import KazooClient
         from kazoo.protocol.states import KazooState
+
+        from core.security import ZooKeeperSecurity, kazoo_settings
 
         self.path = f"{LOCK_ROOT}/{cluster_id}"
         self.me = me
@@ -88,7 +93,8 @@ class ZkLeadership:
         self._leader = False
         self._stale = False  # the session that held `lock` expired
         self._connected = threading.Event()
-        self.client = KazooClient(hosts=hosts, timeout=session_timeout)
+        self.client = KazooClient(hosts=hosts, timeout=session_timeout,
+                                  **kazoo_settings(security or ZooKeeperSecurity()))
         self.client.add_listener(self._on_state)
         try:
             self.client.start(timeout=15)

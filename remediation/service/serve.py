@@ -190,8 +190,8 @@ class Serve:
         config = self.config
         bus.ensure_topics(config)
         producer = bus.producer(config)
-        with open_admin(config.require_bootstrap_servers(), client_id="selfheal-executor") \
-                as admin:
+        with open_admin(config.require_bootstrap_servers(), client_id="selfheal-executor",
+                        security=config.cluster_security) as admin:
             cluster = self._cluster(admin)
             executor = Executor(
                 self.store, cluster, self.policy, signer=self.signer,

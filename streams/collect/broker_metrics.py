@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from core import clock
+from core.security import HttpAuth, exporter_settings
 from schemas.records import METRICS, BrokerMetric
 from schemas.registry import dumps
 from streams.collect.backoff import Backoff
@@ -67,9 +68,16 @@ class _Discovery:
     problems: frozenset[str] = field(default_factory=frozenset)
 
 
-def fetch(url: str, timeout: float) -> str:
-    """The exporter's text (HTTPError on a non-2xx answer)."""
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
+def fetch(url: str, timeout: float, auth: HttpAuth | None = None) -> str:
+    """The exporter's text (HTTPError on a non-2xx answer), over HTTPS and with basic
+    auth as [cluster.exporter_security] says."""
+    request = urllib.request.Request(url)
+    context = None
+    if auth is not None:
+        context = auth.context
+        if auth.authorization is not None:
+            request.add_unredirected_header("Authorization", auth.authorization)
+    with urllib.request.urlopen(request, timeout=timeout, context=context) as resp:
         return resp.read().decode("utf-8", errors="replace")
 
 
@@ -82,6 +90,7 @@ class MetricsCollector:
         self.urls = urls
         self.interval = interval
         self.timeout = self.config.collect.request_timeout_seconds
+        self.auth = exporter_settings(self.config.cluster_exporter_security)
         self.topic = self.config.topic("broker-metrics")
         self.known, self.known_racks = known_exporters(self.config)
         self.discovery = _Discovery(run.backoff(), self.config.cluster.cluster_id)
@@ -106,7 +115,8 @@ class MetricsCollector:
         started = time.monotonic()
         try:
             with open_admin(servers, client_id="selfheal-collect-metrics",
-                            request_timeout_ms=int(self.timeout * 1000)) as admin:
+                            request_timeout_ms=int(self.timeout * 1000),
+                            security=self.config.cluster_security) as admin:
                 info = admin.describe_cluster()
         except Exception as exc:
             delay = d.backoff.failure()
@@ -166,9 +176,11 @@ class MetricsCollector:
             return Outcome(time.monotonic() - started, reason=reason, message=message)
 
         try:
-            text = fetch(target.url, self.timeout)
+            text = fetch(target.url, self.timeout, self.auth)
         except urllib.error.HTTPError as exc:
-            return failed("http_status", f"HTTP {exc.code} {exc.reason}")
+            hint = "; check [cluster.exporter_security] username and password" \
+                if exc.code in (401, 403) else ""
+            return failed("http_status", f"HTTP {exc.code} {exc.reason}{hint}")
         except TimeoutError:
             return failed("timeout", f"no answer within {self.timeout:g} s")
         except (urllib.error.URLError, OSError) as exc:

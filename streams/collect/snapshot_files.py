@@ -24,8 +24,8 @@ def write_snapshot(config: Config, out: str, say: Callable[[str], None]) -> None
 
     started = time.monotonic()
     with open_admin(config.require_bootstrap_servers(), client_id="selfheal-snapshot-file",
-                    request_timeout_ms=int(config.collect.request_timeout_seconds * 1000)
-                    ) as admin:
+                    request_timeout_ms=int(config.collect.request_timeout_seconds * 1000),
+                    security=config.cluster_security) as admin:
         doc = read_snapshot(admin, config.cluster.cluster_id)
         try:
             add_groups(admin, doc)

@@ -97,6 +97,7 @@ class SnapshotCollector:
         self.cluster_id = config.cluster.cluster_id
         self.kraft = config.cluster.mode == "kraft"
         self.timeout_ms = int(config.collect.request_timeout_seconds * 1000)
+        self.security = config.cluster_security
         self.snapshot_topic = config.topic("cluster-snapshots")
         # An event's snapshot re-uses other brokers' dirs at most one interval old: the
         # interval's own snapshot describes every broker.
@@ -116,7 +117,7 @@ class SnapshotCollector:
         if self._admin is None:
             self._admin = self._stack.enter_context(open_admin(
                 self.servers, client_id="selfheal-collect-snapshots",
-                request_timeout_ms=self.timeout_ms))
+                request_timeout_ms=self.timeout_ms, security=self.security))
         return self._admin
 
     def close_admin(self) -> None:
@@ -242,7 +243,8 @@ class SnapshotCollector:
             # reads the disks (a snapshot after such a failure reported a replaced disk
             # still offline).
             with open_admin(self.servers, client_id="selfheal-collect-groups",
-                            request_timeout_ms=self.timeout_ms) as admin:
+                            request_timeout_ms=self.timeout_ms,
+                            security=self.security) as admin:
                 add_groups(admin, doc)
         except Exception as exc:
             self.run.telemetry.error("consumer_groups")

@@ -71,11 +71,14 @@ class ZkCollector:
         from kazoo.client import KazooClient  # type: ignore[import-untyped]
         from kazoo.retry import KazooRetry  # type: ignore[import-untyped]
 
+        from core.security import kazoo_settings
+
         collect = self.run.config.collect
         retry = KazooRetry(max_tries=-1, delay=collect.backoff_initial_seconds, backoff=2,
                            max_delay=collect.backoff_max_seconds)
         client = KazooClient(hosts=self.hosts, timeout=SESSION_TIMEOUT_SECONDS,
-                             connection_retry=retry)
+                             connection_retry=retry,
+                             **kazoo_settings(self.run.config.cluster_zookeeper_security))
         client.start(timeout=collect.request_timeout_seconds)  # closes itself on failure
         self.client = client
         client.add_listener(self._on_state)

@@ -10,6 +10,7 @@ import json
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +43,17 @@ def fix_awaiting(the_loop: loop.Loop) -> dict[str, Any] | None:
                  and a["state"] == "awaiting_approval"), None)
 
 
-def heal_under_traffic(state: SandboxState, work: Path, record_property: Any) -> None:
+def heal_under_traffic(state: SandboxState, work: Path, record_property: Any,
+                       prefix: str | None = None,
+                       after: Callable[[loop.Loop], None] | None = None) -> None:
+    """``prefix``: the bus topics' (default: a fresh one; a secured sandbox's ACLs name
+    `selfheal.`); ``after``: more checks on the loop once it healed, before it stops."""
     (work / "policy.toml").write_text(POLICY)
     topic = f"e2e-heal-{uuid.uuid4().hex[:6]}"
     traffic.create_topic(state, topic, partitions=6, replication_factor=2)
     the_loop = loop.start(
         state, work, names=loop.pieces_for(state),
-        overrides={"bus": {"topic_prefix": f"e2em{uuid.uuid4().hex[:6]}."},
+        overrides={"bus": {"topic_prefix": prefix or f"e2em{uuid.uuid4().hex[:6]}."},
                    "detect": {"leader_window_seconds": 86400.0,
                               "disk_skew_min_bytes": 1 << 40}},
         policy=str(work / "policy.toml"))
@@ -98,6 +103,8 @@ def heal_under_traffic(state: SandboxState, work: Path, record_property: Any) ->
                                     "fault -> fix s": proposed,
                                     "approval -> healed s": healed})
         prove(record_property, state, "detect", "fix")
+        if after is not None:
+            after(the_loop)
     finally:
         producer.stop()
         consumer.stop()

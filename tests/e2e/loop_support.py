@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from core import clock
-from core.live import open_admin
 from sandbox import cluster, loop, traffic
+from sandbox.status import kafka_admin
 from schemas import wire
 from schemas.registry import RecordError, validate
 from tests.integration.collect_support import TopicReader
@@ -35,7 +35,7 @@ def values(reader: TopicReader) -> list[dict[str, Any]]:
 
 def on_dir_now(state, broker: int, path: str) -> set[tuple[str, int]]:
     """What DescribeLogDirs says sits on ``path`` of ``broker`` (current replicas only)."""
-    with open_admin(state.bootstrap_servers) as admin:
+    with kafka_admin(state) as admin:
         (reply,) = admin.describe_log_dirs(brokers=[broker])
     return {(t["name"], p["partition_index"])
             for d in reply["log_dirs"] if d["log_dir"] == path
@@ -125,7 +125,7 @@ def fail_and_wait_for_fix(state, the_loop, readers, broker: int, path: str,
 def drop_topics(state, prefix: str) -> None:
     """Delete a loop's bus topics: the sandbox is shared, and their bytes would skew the
     dirs that later tests fill on purpose."""
-    with open_admin(state.bootstrap_servers) as admin:
+    with kafka_admin(state) as admin:
         mine = [t for t in admin.list_topics() if t.startswith(prefix)]
     for topic in mine:
         traffic.delete_topic(state, topic)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import cluster, secure, traffic
+from sandbox import cluster, grants, secure, traffic
 from sandbox.state import SandboxState
 
 pytestmark = pytest.mark.integration
@@ -59,10 +59,23 @@ def test_a_wrong_password_or_no_tls_reaches_nothing(secured):
         _topics(secured, {})
 
 
-def test_a_product_principal_without_acls_sees_no_topic(secured):
+def test_a_product_principal_sees_only_the_topics_its_acls_name(secured):
     traffic.create_topic(secured, "secured-two", partitions=1, replication_factor=2)
-    settings = secure.client_settings(secured.security, "selfheal-collect")
-    assert _topics(secured, settings) == set()  # authenticated, authorized for nothing
+    stream = _topics(secured, secure.client_settings(secured.security, "selfheal-stream"))
+    assert "secured-two" not in stream  # Read on the selfheal.* prefix only
+    assert all(t.startswith("selfheal.") for t in stream)
+    # the collector describes every topic (the snapshot holds them all)
+    assert "secured-two" in _topics(secured, secure.client_settings(secured.security,
+                                                                   "selfheal-collect"))
+
+
+def test_each_product_principal_holds_exactly_its_rows_of_the_acl_table(secured):
+    for principal in sorted(set(grants.PRINCIPAL.values())):
+        held = {(b.restype.name, b.name, b.resource_pattern_type.name, b.operation.name)
+                for b in grants.granted(secured, principal)}
+        wanted = {(b.restype.name, b.name, b.resource_pattern_type.name, b.operation.name)
+                  for b in (grants.binding(principal, a) for a in grants.acls_of(principal))}
+        assert held == wanted, principal
 
 
 def test_no_password_is_in_any_file_the_servers_wrote(secured):

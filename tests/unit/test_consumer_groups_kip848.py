@@ -104,7 +104,27 @@ def test_each_kind_of_group_is_described_by_the_call_that_knows_it(monkeypatch):
     assert [(g["group"], g["group_protocol"], g["protocol"]) for g in found] == [
         ("new", "consumer", "uniform"), ("old", "classic", "range")]
     assert admin.described == [["old"]]  # DescribeGroups never sees the KIP-848 group
-    assert asked == [({"bootstrap.servers": "127.0.0.1:1", "client.id": "x"}, ["new"], 4.0)]
+    assert asked == [({"bootstrap.servers": "127.0.0.1:1", "client.id": "x",
+                       "security.protocol": "PLAINTEXT"}, ["new"], 4.0)]
+
+
+def test_the_kip848_client_logs_in_as_the_admin_it_follows(monkeypatch):
+    """ConsumerGroupDescribe goes through confluent-kafka: it must carry the
+    [cluster.security] the kafka-python admin was opened with, not reach a secured
+    cluster bare."""
+    from core.security import KafkaSecurity
+
+    admin = _Admin()
+    monkeypatch.setenv("COLLECT_PASSWORD", "s3cret")
+    admin.selfheal_security = KafkaSecurity(protocol="SASL_SSL",
+                                            sasl_mechanism="SCRAM-SHA-512",
+                                            username="selfheal-collect",
+                                            password_env="COLLECT_PASSWORD")
+    config = kip848.client_config(admin)
+    assert config["security.protocol"] == "SASL_SSL"
+    assert config["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert config["sasl.username"] == "selfheal-collect"
+    assert config["sasl.password"] == "s3cret"
 
 
 # --- locality and diagnosis -------------------------------------------------------------

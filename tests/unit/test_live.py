@@ -86,3 +86,22 @@ def test_a_cordoned_dir_is_recorded_and_an_uncordoned_one_leaves_the_field_out()
     dirs = broker_dirs(answer).dirs
     assert dirs["/d1"]["cordoned"] is True
     assert "cordoned" not in dirs["/d2"]  # a 3.9 snapshot reads the same as before
+
+
+def test_no_dirs_at_all_is_a_denial_never_an_empty_broker():
+    """Kafka answers DescribeLogDirs without Describe on Cluster with no dirs and only a
+    top-level error code (kafka-python drops it): that must stop the read, naming the ACL,
+    not make a snapshot that says nothing is wrong. (The real denial needs an authorizer:
+    the secured sandbox; here the reply it gives.)"""
+    import pytest
+
+    from core.live import LogDirsDenied, describe_dirs
+
+    class Denied:
+        def describe_log_dirs(self, brokers):
+            return [{"broker": brokers[0], "log_dirs": []}]
+
+    with pytest.raises(LogDirsDenied, match="broker 3 .* Describe on Cluster") as err:
+        describe_dirs(Denied(), 3)
+    assert "--operation Describe --cluster" in str(err.value)
+    assert "\n" not in str(err.value)

@@ -52,7 +52,8 @@ def plan_consumer_groups(snap: dict[str, Any], params: dict[str, Any], asset: An
         plan = consumers.plan_consumers(model, name, strategy)
         members = groups[name].members
         racks = consumers.topic_racks(model, {t for m in members for t in m.topics})
-        with open_admin(targets.bootstrap_servers, client_id="selfheal-airflow") as admin:
+        with open_admin(targets.bootstrap_servers, client_id="selfheal-airflow",
+                        security=targets.security) as admin:
             now = steps.current_assignment(admin, name)
         now_tps = {m: [TopicPartition(t, p) for t, p in tps if t in racks and p in racks[t]]
                    for m, tps in now.items() if any(x.member_id == m for x in members)}

@@ -83,7 +83,8 @@ def snapshot(name: str, asset: Any = None, groups: list[str] | None = None) -> d
 
     targets = _targets()
     say(targets.describe())
-    with open_admin(targets.bootstrap_servers, client_id="selfheal-airflow") as admin:
+    with open_admin(targets.bootstrap_servers, client_id="selfheal-airflow",
+                    security=targets.security) as admin:
         doc = read_snapshot(admin, targets.cluster_id)
         if groups:
             doc["consumer_groups"] = read_groups(admin, groups)
@@ -394,6 +395,3 @@ def report_leaders(planned: dict[str, Any], outcome: dict[str, Any]) -> dict[str
         "leaders_after": measures.leaders(after),
     }
     return finish(summary, outcome)
-
-
-# --- consumer groups ------------------------------------------------------------------

@@ -22,6 +22,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from core.security import KafkaSecurity
+
 CLUSTER_CONN = "selfheal_kafka"
 SERVE_CONN = "selfheal_serve"
 SIGNING_VARIABLE = "selfheal_action_signing_secret"
@@ -40,6 +42,7 @@ class Targets:
     api_token: str
     signing_key: str
     where: dict[str, str]  # what came from where, for the task log
+    security: KafkaSecurity = KafkaSecurity()  # the selfheal config's [cluster.security]
 
     def describe(self) -> str:
         return (f"cluster {self.cluster_id} at {self.bootstrap_servers} ({self.where['cluster']});"
@@ -133,7 +136,7 @@ def resolve() -> Targets:
             f"no action signing key: set the Airflow variable {SIGNING_VARIABLE} (or [cluster] "
             "action_signing_key) to the key serve verifies with; serve refuses unsigned "
             "actions")
-    return Targets(servers, cluster_id, url, token, key, where)
+    return Targets(servers, cluster_id, url, token, key, where, config.cluster_security)
 
 
 def data_dir() -> Path:
