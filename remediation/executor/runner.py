@@ -191,6 +191,7 @@ class Executor(Moves):
                 self.step(row)
             self._replan_failed()
             self._start_approved()
+            self.throttles.restore_left()
             self._last_error = None
             self.failing_since = None
         except ClusterError as exc:

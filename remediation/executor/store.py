@@ -317,6 +317,15 @@ class ActionStore(ServiceTables):
                 [s.value for s in lifecycle.IN_FLIGHT]).fetchall()
         return tuple(_action_row(r) for r in rows)
 
+    def with_throttles_left(self) -> tuple[ActionRow, ...]:
+        """Actions whose throttle on a broker that was down at their end is still to be put
+        back (the journal's `throttles_left`)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM actions WHERE json_extract(journal, '$.throttles_left') = 1 "
+                "ORDER BY created_at, id").fetchall()
+        return tuple(_action_row(r) for r in rows)
+
     def open_actions(self) -> tuple[ActionRow, ...]:
         """Every action not yet in a terminal state."""
         marks = ",".join("?" * len(lifecycle.TERMINAL))

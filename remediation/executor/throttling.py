@@ -87,16 +87,44 @@ class Throttles:
             saved = self._not_changed_since(action_id, saved, entry.get("set"))
             self.cluster.alter_configs(saved)
             known[kind] = {**entry, "restored": True, **({"left": left} if left else {})}
-            self.store.update_journal(action_id, throttles=known)
+            self.store.update_journal(action_id, throttles=known,
+                                      **({"throttles_left": True} if left else {}))
             restored = throttle.describe(saved)
             self.store.note(action_id, ACTOR, f"throttle removed, configs restored: {restored}")
             if left:
                 self.store.note(action_id, ACTOR, "broker down, its throttle left as set "
-                                f"(put back by hand when it returns: {throttle.describe(left)})")
+                                f"until it returns, then put back: {throttle.describe(left)}")
             for res, keys in saved.items():
                 put_back.setdefault(res, {}).update(keys)
         if put_back:
             self._await_brokers(action_id, put_back, "restored configs")
+
+    def restore_left(self) -> None:
+        """Put back, on each broker that is up again, what an ended action had to leave on
+        it while it was down (once per broker; an operator's change since still wins)."""
+        rows = self.store.with_throttles_left()
+        if not rows:
+            return
+        down = self.cluster.down_brokers()
+        for row in rows:
+            known = dict(row.journal.get("throttles", {}))
+            still = False
+            for kind, entry in known.items():
+                left = entry.get("left") or {}
+                back = {r: v for r, v in left.items() if r not in down}
+                if not back:
+                    still = still or bool(left)
+                    continue
+                saved = self._not_changed_since(row.id, back, entry.get("set"))
+                self.cluster.alter_configs(saved)
+                self._await_brokers(row.id, saved, "restored configs")
+                rest = {r: v for r, v in left.items() if r not in back}
+                known[kind] = {**entry, "left": rest}
+                still = still or bool(rest)
+                what = throttle.describe(saved) or "nothing: the operator changed it since"
+                self.store.note(row.id, ACTOR, f"{', '.join(sorted(back))} back: the throttle "
+                                f"left on it put back: {what}")
+            self.store.update_journal(row.id, throttles=known, throttles_left=still)
 
     def _not_changed_since(self, action_id: str, saved: throttle.Configs,
                            was_set: throttle.Configs | None) -> throttle.Configs:

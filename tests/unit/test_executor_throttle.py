@@ -160,3 +160,51 @@ def test_a_value_an_operator_changed_while_the_action_ran_is_theirs(tmp_path: Pa
     assert (f"broker 2 {DIR_RATE} was changed to 5000 B/s while the action ran (it set "
             "1000 B/s); the operator's value stays (not put back to (unset))") in reasons
     assert reasons[-1] == f"throttle removed, configs restored: broker:1 {DIR_RATE}=(unset)"
+
+
+class _DownBroker(_LateBrokers):
+    """Broker 2 is down: it takes no config change (the real one fails every try), and its
+    rate stays at what the action set until it is back."""
+
+    def __init__(self) -> None:
+        super().__init__(lag=0)
+        self.down = {"broker:2"}
+
+    def alter_configs(self, configs) -> None:  # type: ignore[no-untyped-def]
+        assert not self.down & set(configs), f"altered a down broker: {configs}"
+        super().alter_configs(configs)
+
+    def down_brokers(self) -> set[str]:
+        return set(self.down)
+
+    @property
+    def last_view(self):  # type: ignore[no-untyped-def]
+        class View:
+            class model:  # noqa: N801 - the shape restore() reads
+                brokers = (1, 2)
+                alive = (1,) if "broker:2" in self.down else (1, 2)
+        return View()
+
+
+def test_a_throttle_left_on_a_down_broker_is_put_back_when_it_returns(tmp_path: Path) -> None:
+    store = ActionStore(tmp_path / "actions.db")
+    action = parse_action(fix_offline())
+    store.propose(action)
+    cluster = _DownBroker()
+    cluster.down = set()
+    throttles = Throttles(store, cluster)  # type: ignore[arg-type]
+    throttles.apply(action.action_id, "intra",
+                    intra_broker({("t", 0, 1): "/d1", ("t", 1, 2): "/d2"}, 1000))
+    cluster.down = {"broker:2"}
+    throttles.restore(action.action_id)
+    assert cluster.applied == {"broker:1": {DIR_RATE: None}, "broker:2": {DIR_RATE: "1000"}}
+    assert [r.id for r in store.with_throttles_left()] == [action.action_id]
+    throttles.restore_left()  # still down: nothing tried, nothing changed
+    assert cluster.applied["broker:2"] == {DIR_RATE: "1000"}
+    cluster.down = set()
+    throttles.restore_left()
+    assert cluster.applied == {"broker:1": {DIR_RATE: None}, "broker:2": {DIR_RATE: None}}
+    assert store.with_throttles_left() == ()
+    reasons = [e.reason for e in store.audit(action.action_id)]
+    assert reasons[-1] == (f"broker:2 back: the throttle left on it put back: "
+                           f"broker:2 {DIR_RATE}=(unset)")

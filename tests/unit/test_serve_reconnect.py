@@ -44,6 +44,7 @@ def _executor(failures: list[bool]) -> tuple[Executor, list[str]]:
     ex.failing_since = None
     ex._replans = set()  # no failed fix to plan again
     ex.cluster = SimpleNamespace()  # type: ignore[assignment]  # no broker named silent
+    ex.throttles = SimpleNamespace(restore_left=lambda: None)  # type: ignore[assignment]
 
     def step(row: Any) -> None:
         if failures.pop(0):
