@@ -258,6 +258,13 @@ def metadata_level(admin: Any) -> int | None:
         features = admin.describe_features()
     except Exception:  # noqa: BLE001 - unknown means "do not cordon", said in one line
         return None
+    return finalized_level(features)
+
+
+def finalized_level(features: dict[str, Any]) -> int | None:
+    """metadata.version's finalized level in kafka-python's describe_features answer
+    ({name: {"supported": .., "finalized": (min, max)}}; its docstring's
+    {"finalized_features": {name: (min, max)}} shape is read too)."""
     found = features.get("finalized_features", features).get("metadata.version")
     if isinstance(found, dict):
         found = found.get("finalized")
