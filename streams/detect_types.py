@@ -122,8 +122,9 @@ class SnapshotFacts:
     ``dirs``: broker -> {dir path: online}; ``alive``: broker -> alive; ``skewed``:
     broker -> fullest dir over its broker's mean, only brokers past the skew limits;
     ``leaders``: why leadership is unbalanced, or None when it is not; ``over``: broker ->
-    its dirs past the skew limit (skewed brokers only); ``cordoned``: broker -> its
-    cordoned dirs; ``metadata_level``: the metadata.version feature level (None: unknown).
+    its dirs past the skew threshold, whatever the bytes (a cordon is lifted only once
+    below it); ``cordoned``: broker -> its cordoned dirs; ``metadata_level``: the
+    metadata.version feature level (None: unknown).
     """
 
     dirs: dict[int, dict[str, bool]]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from core.model import ClusterModel
+from core.plan.cordon import over_limit_dirs
 from core.plan.disks import broker_usage, mean_ratio, over_limit
 from schemas.snapshot import Snapshot
 from streams.detect_types import GroupFacts, SnapshotFacts
@@ -51,26 +52,15 @@ def snapshot_facts(snapshot: Snapshot, limits: FactLimits = FactLimits()) -> Sna
     return SnapshotFacts(
         dirs={b.id: {d.path: d.online for d in b.log_dirs} for b in snapshot.brokers},
         alive={b.id: b.alive for b in snapshot.brokers},
-        skewed=(skewed := skewed_brokers(model, limits)),
+        skewed=skewed_brokers(model, limits),
         leaders=leader_imbalance(model, limits.leader_imbalance_threshold),
         groups=group_facts(model),
-        over=dirs_over(model, skewed, limits.disk_skew_threshold),
+        over={b: sorted(over) for b in sorted(model.alive)
+              if (over := over_limit_dirs(model, b, limits.disk_skew_threshold))},
         cordoned={b.id: [d.path for d in b.log_dirs if d.cordoned]
                   for b in snapshot.brokers if any(d.cordoned for d in b.log_dirs)},
         metadata_level=snapshot.metadata_level,
     )
-
-
-def dirs_over(model: ClusterModel, skewed: Mapping[int, float],
-              threshold: float) -> dict[int, list[str]]:
-    """Each skewed broker's dirs past the skew limit (the ones to cordon)."""
-    out: dict[int, list[str]] = {}
-    for broker in skewed:
-        dirs = broker_usage(model, broker)
-        limit = threshold * mean_ratio(dirs)
-        out[broker] = sorted(d.path for d in dirs
-                             if over_limit(d.used, limit * d.capacity))
-    return out
 
 
 def group_facts(model: ClusterModel) -> dict[str, GroupFacts]:

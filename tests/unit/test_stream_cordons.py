@@ -21,7 +21,7 @@ from streams.detect_types import (
     SnapshotRef,
     SnapshotSeen,
 )
-from streams.facts import snapshot_facts
+from streams.facts import FactLimits, snapshot_facts
 from streams.propose import Proposer
 from tests.unit.test_stream_detect import DIRS, T0, Run
 from tests.unit.test_stream_propose import Reads, decision, skewed
@@ -150,3 +150,14 @@ def test_metadata_level_reads_the_finalized_feature():
     assert metadata_level(Features({"finalized_features": {"metadata.version": (1, 27)}})) == 27
     assert metadata_level(Features({})) is None  # ZooKeeper: nothing finalized
     assert metadata_level(Features(OSError("down"))) is None
+
+
+def test_facts_name_the_dirs_past_the_threshold_even_below_the_bytes_worth_a_move():
+    snapshot = snapshot_from_dict(with_level(skewed(), LEVEL))
+    facts = snapshot_facts(snapshot)
+    # broker 1: 3 GiB vs 1 GiB, past the threshold but not the bytes worth a move
+    assert list(facts.skewed) == [0] and facts.over == {0: ["/d1"], 1: ["/d1"]}
+    small = snapshot_facts(snapshot, FactLimits(disk_skew_min_bytes=1 << 50))
+    # not worth a move, but not even either: a cordon of ours there is not lifted yet
+    assert small.skewed == {} and small.over == facts.over
+    assert facts.metadata_level == LEVEL and facts.cordoned == {}
