@@ -271,7 +271,29 @@ def read_snapshot(admin: Any, cluster_id: str | None = None,
         "taken_at": clock.text(),
         "brokers": brokers,
         "partitions": partitions,
+        "metadata_level": metadata_level(admin),
     }
+
+
+def metadata_level(admin: Any) -> int | None:
+    """The finalized metadata.version feature level (ApiVersions' finalized features, the
+    DescribeFeatures read); None on ZooKeeper, which finalizes none, or when unread: the
+    level only gates log-dir cordons, so a failed read costs nothing else."""
+    try:
+        features = admin.describe_features()
+    except Exception:  # noqa: BLE001 - unknown means "do not cordon", said in one line
+        return None
+    return finalized_level(features)
+
+
+def finalized_level(features: dict[str, Any]) -> int | None:
+    """metadata.version's finalized level in kafka-python's describe_features answer
+    ({name: {"supported": .., "finalized": (min, max)}}; its docstring's
+    {"finalized_features": {name: (min, max)}} shape is read too)."""
+    found = features.get("finalized_features", features).get("metadata.version")
+    if isinstance(found, dict):
+        found = found.get("finalized")
+    return int(found[1]) if found else None
 
 
 def _still_good(memory: PlacementMemory, topics: list[dict[str, Any]],

@@ -117,6 +117,7 @@ _TOP: tuple[_Field, ...] = (
     ("brokers", "list", True, False, None),
     ("partitions", "list", True, False, None),
     ("consumer_groups", "list", False, False, None),
+    ("metadata_level", "int", False, True, 0),
 )
 _BROKER: tuple[_Field, ...] = (
     ("id", "int", True, False, 0),
@@ -263,7 +264,7 @@ class _Reader:
         self.dirs_by_broker: dict[int, dict[str | None, DirReplicas]] = {}
 
     def snapshot(self, doc: Any) -> Snapshot:
-        _, cluster_id, taken_at, brokers, partitions, groups = _fields(doc, _TOP, "$")
+        _, cluster_id, taken_at, brokers, partitions, groups, level = _fields(doc, _TOP, "$")
         first_at: dict[int, int] = {}
         broker_records: list[Broker] = []
         for i, raw in enumerate(brokers):
@@ -273,6 +274,7 @@ class _Reader:
         return Snapshot(
             cluster_id=cluster_id,
             taken_at=taken_at,
+            metadata_level=level,
             brokers=tuple(broker_records),
             partitions=self.partitions(partitions),
             consumer_groups=tuple(

@@ -53,6 +53,7 @@ class _ChunkDoc(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     brokers: tuple[_BrokerDoc, ...] = ()
     partitions: tuple[Partition, ...] = ()
     consumer_groups: tuple[_GroupDoc, ...] = ()
+    metadata_level: NonNegative | None = None  # with the brokers, in chunk 0
 
 
 class _ChunkRaw(msgspec.Struct):
@@ -65,6 +66,7 @@ class _ChunkRaw(msgspec.Struct):
     brokers: msgspec.Raw = msgspec.Raw()  # empty: the chunk has none
     partitions: msgspec.Raw = msgspec.Raw()
     consumer_groups: msgspec.Raw = msgspec.Raw()
+    metadata_level: int | None = None
 
 
 class ChunkRef(msgspec.Struct, forbid_unknown_fields=True):
@@ -188,7 +190,10 @@ def split(doc: Mapping[str, Any], snapshot_id: str, target: int = DEFAULT_CHUNK_
     encode = msgspec.json.encode
     # What a chunk costs besides its items: the head, the seq, one array's name.
     overhead = len(encode({**head, "seq": MAX_CHUNKS, "consumer_groups": []}))
-    pieces: list[dict[str, Any]] = [{"brokers": list(doc["brokers"])}]
+    first: dict[str, Any] = {"brokers": list(doc["brokers"])}
+    if doc.get("metadata_level") is not None:
+        first["metadata_level"] = doc["metadata_level"]
+    pieces: list[dict[str, Any]] = [first]
     for field in ("partitions", "consumer_groups"):
         items = list(doc.get(field) or ())
         if items:
@@ -257,6 +262,7 @@ def assemble(manifest: Manifest, found: Mapping[str, bytes]) -> bytes:
     if gone:
         raise ChunkError(_missing_text(manifest, gone))
     arrays: dict[str, list[bytes]] = {"brokers": [], "partitions": [], "consumer_groups": []}
+    level = None
     for seq, ref in enumerate(manifest.chunks):
         value = found[ref.sha256]
         try:
@@ -271,12 +277,14 @@ def assemble(manifest: Manifest, found: Mapping[str, bytes]) -> bytes:
                 f"{chunk.seq} of snapshot {chunk.snapshot_id} of cluster {chunk.cluster_id} "
                 f"taken at {chunk.taken_at}; the manifest says cluster "
                 f"{manifest.cluster_id}, taken at {manifest.taken_at}")
+        level = chunk.metadata_level if chunk.metadata_level is not None else level
         for name in arrays:
             inner = bytes(getattr(chunk, name)).strip()[1:-1].strip()
             if inner:
                 arrays[name].append(inner)
     head = msgspec.json.encode({"version": 1, "cluster_id": manifest.cluster_id,
-                                "taken_at": manifest.taken_at})
+                                "taken_at": manifest.taken_at,
+                                **({} if level is None else {"metadata_level": level})})
     body = b",".join(b'"%s":[%s]' % (name.encode(), b",".join(parts))
                      for name, parts in arrays.items())
     return head[:-1] + b"," + body + b"}"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from itertools import chain, groupby
 from operator import attrgetter
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -80,6 +80,7 @@ class _SnapshotDoc(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     brokers: tuple[_BrokerDoc, ...]
     partitions: tuple[Partition, ...]
     consumer_groups: tuple[_GroupDoc, ...] = ()
+    metadata_level: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
 _DECODER = msgspec.json.Decoder(_SnapshotDoc)
@@ -105,6 +106,7 @@ def decode_snapshot(text: str | bytes) -> Snapshot | None:
     return Snapshot(
         cluster_id=doc.cluster_id,
         taken_at=doc.taken_at,
+        metadata_level=doc.metadata_level,
         brokers=tuple(
             Broker(
                 b.id,

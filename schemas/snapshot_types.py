@@ -173,6 +173,8 @@ class Snapshot:
     partitions: tuple[Partition, ...]
     consumer_groups: tuple[ConsumerGroup, ...] = ()
     version: int = SNAPSHOT_VERSION
+    # The finalized metadata.version feature level (KRaft); None: ZooKeeper or not read.
+    metadata_level: int | None = None
     # Derived, not part of the document: every (broker, dir) of the brokers, empty ones
     # too, with what the loader found there. Empty when the snapshot was built by hand.
     replicas_by_dir: dict[tuple[int, str | None], DirReplicas] = field(

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from streams.deltas import see_delta
+from streams.detect_cordons import CordonRules
 from streams.detect_groups import GroupRules
 from streams.detect_types import (
     BROKER_LEFT,
@@ -88,7 +89,7 @@ class Detector:
         return run.decisions, run.notes
 
 
-class _Step(GroupRules):
+class _Step(GroupRules, CordonRules):
     """One `Detector.step`: the rules, with the batch's decisions collected on the way."""
 
     def __init__(self, settings: DetectSettings, cluster_id: str, state: ClusterState) -> None:
@@ -155,6 +156,7 @@ class _Step(GroupRules):
         episode = self.state.episodes.get((signal.broker, signal.log_dir))
         if episode is not None and signal.time > episode.evidence:
             self.end(episode)
+            self.came_back(signal.broker, signal.log_dir, signal.time)
 
     def end(self, episode: Episode) -> None:
         state = self.state
@@ -253,6 +255,8 @@ class _Step(GroupRules):
             online = facts.dirs[broker].get(log_dir)
             if online is None or online:  # back online, or removed from log.dirs
                 self.end(episode)
+                if online:
+                    self.came_back(broker, log_dir, seen.time)
         for broker, dirs in sorted(facts.dirs.items()):
             if not facts.alive.get(broker, False):
                 self.broker_gone(broker, seen.time)
@@ -261,6 +265,7 @@ class _Step(GroupRules):
                 if not online:
                     self.offline(broker, log_dir, seen.time, SNAPSHOT)
         self.skew(seen)
+        self.cordons(seen)
         self.leaders(seen)
         self.consumers(seen)
 

@@ -30,6 +30,8 @@ REBALANCE_LEADERS = "rebalance_leaders"
 PAGE = "page_operator"
 DEAD_BROKER = "dead_broker"  # a decision: re-replicate everything a departed broker held
 ASSIGN_CONSUMERS = "assign_consumers"
+CORDON_DIR = "cordon_log_dir"
+UNCORDON_DIR = "uncordon_log_dir"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,8 @@ class DetectSettings:
     broker_death_grace_ms: Ms = 60_000
     consumer_locality_margin: float = 0.10
     consumer_locality_window_ms: Ms = 300_000
+    # A dir that failed and came back stays cordoned until online this long.
+    returned_trust_ms: Ms = 900_000
 
     @classmethod
     def from_config(cls, detect: DetectConfig) -> DetectSettings:
@@ -117,7 +121,10 @@ class SnapshotFacts:
 
     ``dirs``: broker -> {dir path: online}; ``alive``: broker -> alive; ``skewed``:
     broker -> fullest dir over its broker's mean, only brokers past the skew limits;
-    ``leaders``: why leadership is unbalanced, or None when it is not.
+    ``leaders``: why leadership is unbalanced, or None when it is not; ``over``: broker ->
+    its dirs past the skew threshold, whatever the bytes (a cordon is lifted only once
+    below it); ``cordoned``: broker -> its cordoned dirs; ``metadata_level``: the
+    metadata.version feature level (None: unknown).
     """
 
     dirs: dict[int, dict[str, bool]]
@@ -125,9 +132,15 @@ class SnapshotFacts:
     skewed: dict[int, float] = field(default_factory=dict)
     leaders: str | None = None
     groups: dict[str, GroupFacts] = field(default_factory=dict)
+    over: dict[int, list[str]] = field(default_factory=dict)
+    cordoned: dict[int, list[str]] = field(default_factory=dict)
+    metadata_level: int | None = None
 
     def to_json(self) -> str:
         return json.dumps({
+            "over": {str(b): d for b, d in self.over.items()},
+            "cordoned": {str(b): d for b, d in self.cordoned.items()},
+            "metadata_level": self.metadata_level,
             "dirs": {str(b): d for b, d in self.dirs.items()},
             "alive": {str(b): a for b, a in self.alive.items()},
             "skewed": {str(b): r for b, r in self.skewed.items()},
@@ -144,6 +157,9 @@ class SnapshotFacts:
             skewed={int(b): r for b, r in doc["skewed"].items()},
             leaders=doc["leaders"],
             groups={g: GroupFacts.from_doc(f) for g, f in doc.get("groups", {}).items()},
+            over={int(b): d for b, d in doc.get("over", {}).items()},
+            cordoned={int(b): d for b, d in doc.get("cordoned", {}).items()},
+            metadata_level=doc.get("metadata_level"),
         )
 
 
@@ -332,9 +348,18 @@ class ClusterState:
     snapshot_moved: Ms = 0
     # The newest failure delta taken after `snapshot` (the next snapshot supersedes it).
     delta: SnapshotRef | None = None
+    # (broker, dir) -> when it came back online after failing (streams/detect_cordons.py);
+    # the cordons this detector proposed -> whether their lifting is proposed; whether
+    # the cluster was told it is too old to cordon.
+    returned: dict[tuple[int, str], Ms] = field(default_factory=dict)
+    cordons: dict[tuple[int, str], bool] = field(default_factory=dict)
+    cordon_note: bool = False
 
     def to_json(self) -> str:
         return json.dumps({
+            "returned": [[b, d, t] for (b, d), t in self.returned.items()],
+            "cordons": [[b, d, lifted] for (b, d), lifted in self.cordons.items()],
+            "cordon_note": self.cordon_note,
             "snapshot": dataclasses.asdict(self.snapshot) if self.snapshot else None,
             "delta": dataclasses.asdict(self.delta) if self.delta else None,
             "brokers": {str(b): list(v) for b, v in self.brokers.items()},
@@ -374,4 +399,7 @@ class ClusterState:
             newest=doc["newest"],
             snapshot_moved=doc.get("snapshot_moved", 0),
             delta=SnapshotRef(**doc["delta"]) if doc.get("delta") else None,
+            returned={(int(b), d): t for b, d, t in doc.get("returned", [])},
+            cordons={(int(b), d): bool(x) for b, d, x in doc.get("cordons", [])},
+            cordon_note=doc.get("cordon_note", False),
         )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from core.model import ClusterModel
+from core.plan.cordon import over_limit_dirs
 from core.plan.disks import broker_usage, mean_ratio, over_limit
 from schemas.snapshot import Snapshot
 from streams.detect_types import GroupFacts, SnapshotFacts
@@ -54,6 +55,11 @@ def snapshot_facts(snapshot: Snapshot, limits: FactLimits = FactLimits()) -> Sna
         skewed=skewed_brokers(model, limits),
         leaders=leader_imbalance(model, limits.leader_imbalance_threshold),
         groups=group_facts(model),
+        over={b: sorted(over) for b in sorted(model.alive)
+              if (over := over_limit_dirs(model, b, limits.disk_skew_threshold))},
+        cordoned={b.id: [d.path for d in b.log_dirs if d.cordoned]
+                  for b in snapshot.brokers if any(d.cordoned for d in b.log_dirs)},
+        metadata_level=snapshot.metadata_level,
     )
 
 

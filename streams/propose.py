@@ -37,11 +37,13 @@ from schemas.snapshot import SnapshotError, snapshot_from_dict
 from schemas.snapshot_delta import apply_delta, check_delta
 from streams.detect_types import (
     ASSIGN_CONSUMERS,
+    CORDON_DIR,
     DEAD_BROKER,
     FIX_OFFLINE,
     MOVE_DIRS,
     PAGE,
     REBALANCE_LEADERS,
+    UNCORDON_DIR,
     Decision,
     SnapshotRef,
 )
@@ -125,6 +127,8 @@ class Proposer:
                 return self._leaders(decision, model, created)
             if decision.type == ASSIGN_CONSUMERS:
                 return self._consumers(decision, model, created)
+            if decision.type in (CORDON_DIR, UNCORDON_DIR):
+                return self._cordon(decision, model, created)
         except (SnapshotError, PlanError, LookupError) as exc:
             # The detector saw a problem the planner cannot handle (or the snapshot is
             # gone from the bus): a person must look. Failing the batch instead would
@@ -251,6 +255,31 @@ class Proposer:
                   "moves)")
         return [self._action(decision, REBALANCE_LEADERS, plan, reason, created)]
 
+    def _cordon(self, decision: Decision, model: ClusterModel, created: str) -> list[Action]:
+        """The detector's cordon or lift, if core/plan/cordon.py agrees on this snapshot
+        (a cordon: the dir is online and open and not its broker's last open dir, on a
+        cluster that can cordon; a lift: the dir is cordoned, online and even again)."""
+        from core.plan.cordon import plan_cordons
+
+        key = (decision.broker, decision.log_dir)
+        if key[0] is None or key[1] is None:
+            raise ValueError(f"a {decision.type} decision names no broker and dir")
+        dir_key = (key[0], key[1])
+        level = model.snapshot.metadata_level
+        if decision.type == CORDON_DIR:
+            # `returned` makes the dir a candidate whatever its fill: the detector has
+            # judged why (past the limit, or back from a failure) and says so.
+            plan = plan_cordons(model, self.threshold, returned=[dir_key], metadata_level=level)
+            hit = [c for c in plan.cordon if (c.broker, c.path) == dir_key]
+            reason = decision.reason
+        else:
+            plan = plan_cordons(model, self.threshold, ours=[dir_key], metadata_level=level)
+            hit = [c for c in plan.uncordon if (c.broker, c.path) == dir_key]
+            reason = hit[0].reason if hit else ""
+        if not hit:
+            return []
+        return [self._action(decision, decision.type,
+                             {"broker": dir_key[0], "log_dir": dir_key[1]}, reason, created)]
 
     def _consumers(self, decision: Decision, model: ClusterModel, created: str) -> list[Action]:
         """The group's KIP-881 target, planned from the decision's snapshot; nothing when

@@ -75,7 +75,7 @@ def plan_cordons(model: ClusterModel, threshold: float = DEFAULT_THRESHOLD, *,
         if broker not in model.alive:
             continue  # a dynamic config cannot reach a broker that is down
         dirs = model.dirs[broker]
-        over = _over_limit(model, broker, threshold)
+        over = over_limit_dirs(model, broker, threshold)
         free = [p for p, d in dirs.items() if d.online and not d.cordoned]
         for path, d in sorted(dirs.items()):
             key = (broker, path)
@@ -103,7 +103,7 @@ def plan_cordons(model: ClusterModel, threshold: float = DEFAULT_THRESHOLD, *,
     return CordonPlan(tuple(cordon), tuple(uncordon))
 
 
-def _over_limit(model: ClusterModel, broker: int, threshold: float) -> dict[str, float]:
+def over_limit_dirs(model: ClusterModel, broker: int, threshold: float) -> dict[str, float]:
     """The broker's online dirs above the skew limit, with their ratio to the mean."""
     dirs = broker_usage(model, broker)
     if len(dirs) < 2 or not any(d.used for d in dirs):

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from core.live import PlacementMemory, read_snapshot
+from core.live import PlacementMemory, finalized_level, read_snapshot
 from core.model import ClusterModel
 from remediation.executor import cordon
 from remediation.executor.cordon import CordonConfig
@@ -193,8 +193,7 @@ class KafkaCluster:
         (ZooKeeper mode)."""
         with _calling("ApiVersions (features)", self.admin):
             features = self.admin.describe_features()
-        finalized = features.get("metadata.version", {}).get("finalized")
-        return int(finalized[1]) if finalized else None
+        return finalized_level(features)
 
     # --- changes ----------------------------------------------------------------------
 

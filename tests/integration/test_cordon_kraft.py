@@ -56,6 +56,8 @@ def test_a_cordoned_dir_gets_no_new_replica_and_the_undo_restores_the_operators_
     with open_admin(state.bootstrap_servers) as admin:
         kafka = KafkaCluster(admin)
         assert unsupported(kafka.metadata_level()) is None  # 4.4: 4.3-IV0 or later
+        # the snapshot carries the same level, so the job proposes cordons here
+        assert _snapshot(state)["metadata_level"] == kafka.metadata_level()
         try:
             # An operator's own cordon first, by hand: the dir the test keeps open.
             kafka.alter_configs({f"broker:{broker}": {KEY: open_}})
