@@ -141,14 +141,12 @@ class KafkaCluster:
                                                       tuple(r["removing_replicas"]))
                 for tp, r in found.items()}
 
-    def down_brokers(self) -> set[str]:
-        """'broker:N' of each registered broker that is fenced or gone, read now (the
-        brokers of the last full read that DescribeCluster no longer lists as up)."""
+    def up_brokers(self) -> set[str]:
+        """'broker:N' of each broker DescribeCluster lists as up (not fenced), read now."""
         with _calling("DescribeCluster", self.admin):
             answer = self.admin.describe_cluster()
-        up = {b["broker_id"] for b in answer["brokers"] if not b.get("is_fenced", False)}
-        known = set(self.last_view.model.brokers) if self.last_view is not None else set()
-        return {f"broker:{b}" for b in known - up}
+        return {f"broker:{b['broker_id']}" for b in answer["brokers"]
+                if not b.get("is_fenced", False)}
 
     def configs(self, resources: Iterable[str], keys: Iterable[str]) -> Configs:
         """The values now set for `keys` on each resource ('broker:1', 'topic:t'); None

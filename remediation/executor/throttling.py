@@ -105,13 +105,13 @@ class Throttles:
         rows = self.store.with_throttles_left()
         if not rows:
             return
-        down = self.cluster.down_brokers()
+        up = self.cluster.up_brokers()  # read now: no action may be running to read it
         for row in rows:
             known = dict(row.journal.get("throttles", {}))
             still = False
             for kind, entry in known.items():
                 left = entry.get("left") or {}
-                back = {r: v for r, v in left.items() if r not in down}
+                back = {r: v for r, v in left.items() if r in up}
                 if not back:
                     still = still or bool(left)
                     continue

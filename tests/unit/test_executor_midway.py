@@ -36,9 +36,8 @@ class Cluster:
     def last_view(self) -> LiveView:
         return self.view
 
-    def down_brokers(self) -> set[str]:
-        m = self.view.model
-        return {f"broker:{b}" for b in m.brokers if b not in m.alive}
+    def up_brokers(self) -> set[str]:
+        return {f"broker:{b}" for b in self.view.model.alive}
 
     def reassign(self, targets: dict[Any, Any]) -> dict[Any, str]:
         self.calls.append(("reassign", dict(targets)))

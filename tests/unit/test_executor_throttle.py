@@ -174,8 +174,8 @@ class _DownBroker(_LateBrokers):
         assert not self.down & set(configs), f"altered a down broker: {configs}"
         super().alter_configs(configs)
 
-    def down_brokers(self) -> set[str]:
-        return set(self.down)
+    def up_brokers(self) -> set[str]:
+        return {"broker:1", "broker:2"} - self.down
 
     @property
     def last_view(self):  # type: ignore[no-untyped-def]
