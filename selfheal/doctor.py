@@ -56,6 +56,7 @@ def run_checks(timeout: float, process: str | None = None) -> Iterator[Any]:
                             request_timeout_ms=int(timeout * 1000),
                             security=config.cluster_security) as admin:
                 yield from dc.acl_probes(admin, sorted(meta.brokers), process)
+                yield dc.broker_versions(admin, sorted(meta.brokers))
         except Exception as exc:  # noqa: BLE001 - reported, not raised
             yield dc.Check("admin client", dc.FAIL, f"{type(exc).__name__}: {exc}",
                            "check [cluster.security]; the admin client is kafka-python")

@@ -156,6 +156,26 @@ def acl_probes(admin: Any, brokers: list[int], process: str | None = None) -> It
     yield from (c for c in checks if c is not None)
 
 
+def broker_versions(admin: Any, brokers: list[int]) -> Check:
+    """Whether the brokers answer the same versioned calls (not during a rolling upgrade),
+    and if not, which calls the product cannot make to all of them."""
+    from core.api_support import gap_line, gaps, read_versions
+
+    versions = read_versions(admin, brokers)
+    silent = sorted(set(brokers) - set(versions))
+    if not versions:
+        return Check("broker versions", WARN, "no broker answered ApiVersions",
+                     "check that the brokers run")
+    line = gap_line(gaps(versions))
+    tail = f" (broker(s) {', '.join(map(str, silent))} did not answer)" if silent else ""
+    if line is None:
+        return Check("broker versions", OK,
+                     f"{len(versions)} brokers answer the same calls{tail}")
+    return Check("broker versions", WARN, line + tail,
+                 "nothing to do during a rolling upgrade; otherwise upgrade the brokers "
+                 "named so that all run one Kafka version")
+
+
 def _describe_configs_checked(admin: Any, resource: Any, broker: int) -> None:
     """DescribeConfigs, raising the per-resource error kafka-python's describe_configs
     drops (a denial there reads as "no configs set")."""

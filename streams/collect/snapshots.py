@@ -32,12 +32,8 @@ from typing import Any
 from schemas import snapshot_chunks as chunking
 from schemas.records import LogDirEvent
 from schemas.registry import RecordError
-from streams.collect.events import (
-    DIR_FAILURE,
-    ClusterView,
-    change_event,
-    view_changes,
-)
+from streams.collect.api_watch import ApiWatch
+from streams.collect.events import DIR_FAILURE, ClusterView, change_event, view_changes
 from streams.collect.placement_metrics import PlacementMetrics
 from streams.collect.runner import CollectError, CollectorRun, Periodic
 from streams.collect.sink import ORIGIN_HEADER, RecordSink, record_key
@@ -104,6 +100,7 @@ class SnapshotCollector:
         self.reuse_seconds = config.collect.snapshot_interval_seconds
         self.event_topic = config.topic("logdir-events")
         self.memory = PlacementMemory()
+        self.api_watch = ApiWatch(run.log)
         self.placement = PlacementMetrics(run.telemetry.registry)
         self.view: ClusterView | None = None
         self.sent_taken_at: str | None = None  # of the last full snapshot sent
@@ -153,6 +150,9 @@ class SnapshotCollector:
                 "DescribeLogDirs: this snapshot carries their last known dirs; the next "
                 "read reconnects")
         self.add_groups(doc)
+        if only is None and self.api_watch.check(
+                self.admin(), [b["id"] for b in doc["brokers"] if b["alive"]]):
+            self.close_admin()  # the next read negotiates the brokers' current versions
         self.cluster_id = self.cluster_id or doc["cluster_id"]
         value = msgspec.json.encode(doc)
         try:
