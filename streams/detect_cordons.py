@@ -6,7 +6,10 @@ being online) and a dir past the skew limit on a broker whose disk-move fix is p
 are cordoned, one `cordon_log_dir` each, so no new replica lands there while the moves
 run. Ours are the dirs this detector proposed a cordon for while the dir was open (an
 operator's cordon is never ours); once such a dir is cordoned, online, no longer
-returned and within the limit again, one `uncordon_log_dir` is proposed. The planner
+returned and within the limit again, one `uncordon_log_dir` is proposed; while the dir
+stays cordoned and healthy (the uncordon was rejected, expired or failed), it is proposed
+again after `uncordon_retry_ms`, doubling each time up to `uncordon_retry_max_ms`
+(serve re-opens a finished action whose id comes again). The planner
 (core/plan/cordon.py) checks each against the snapshot: never a broker's last open dir.
 A cluster too old to cordon gets one note (when a dir would be cordoned) and nothing
 else.
@@ -88,6 +91,7 @@ class CordonRules:
             online = facts.dirs.get(broker, {}).get(path)
             if online is None:
                 del state.cordons[key]  # the dir or its broker left
+                state.lifts.pop(key, None)
                 continue
             healthy = (online and key not in state.returned
                        and path not in facts.over.get(broker, ()))
@@ -96,9 +100,16 @@ class CordonRules:
                 continue
             if not cordoned:
                 del state.cordons[key]  # lifted, or never approved: nothing of ours left
-            elif not lifted:
-                state.cordons[key] = True
-                self.decisions.append(Decision(
-                    UNCORDON_DIR, self.cluster_id, seen.time, SNAPSHOT, broker, path,
-                    seen.ref, (), f"log dir {path} on broker {broker} is online and within "
-                    "the skew limit again"))
+                state.lifts.pop(key, None)
+                continue
+            at, tries = state.lifts.get(key, (seen.time, 1) if lifted else (0, 0))
+            if tries and seen.time - at < self.settings.uncordon_wait(tries):
+                state.lifts[key] = (at, tries)
+                continue  # proposed, and not yet long enough ago to ask again
+            state.cordons[key] = True
+            state.lifts[key] = (seen.time, tries + 1)
+            again = f" (proposed {tries} time(s) before, not done)" if tries else ""
+            self.decisions.append(Decision(
+                UNCORDON_DIR, self.cluster_id, seen.time, SNAPSHOT, broker, path,
+                seen.ref, (), f"log dir {path} on broker {broker} is online and within "
+                f"the skew limit again{again}"))

@@ -48,6 +48,14 @@ class DetectSettings:
     consumer_locality_window_ms: Ms = 300_000
     # A dir that failed and came back stays cordoned until online this long.
     returned_trust_ms: Ms = 900_000
+    # An uncordon proposed and not done (rejected, expired, failed) is proposed again
+    # after this, doubling each time, up to the max.
+    uncordon_retry_ms: Ms = 600_000
+    uncordon_retry_max_ms: Ms = 14_400_000
+
+    def uncordon_wait(self, tries: int) -> Ms:
+        """How long after the ``tries``-th uncordon proposal the next may come."""
+        return min(self.uncordon_retry_ms << min(tries - 1, 20), self.uncordon_retry_max_ms)
 
     @classmethod
     def from_config(cls, detect: DetectConfig) -> DetectSettings:
@@ -353,12 +361,15 @@ class ClusterState:
     # the cluster was told it is too old to cordon.
     returned: dict[tuple[int, str], Ms] = field(default_factory=dict)
     cordons: dict[tuple[int, str], bool] = field(default_factory=dict)
+    # our cordon -> when its uncordon was last proposed and how many times
+    lifts: dict[tuple[int, str], tuple[Ms, int]] = field(default_factory=dict)
     cordon_note: bool = False
 
     def to_json(self) -> str:
         return json.dumps({
             "returned": [[b, d, t] for (b, d), t in self.returned.items()],
             "cordons": [[b, d, lifted] for (b, d), lifted in self.cordons.items()],
+            "lifts": [[b, d, t, n] for (b, d), (t, n) in self.lifts.items()],
             "cordon_note": self.cordon_note,
             "snapshot": dataclasses.asdict(self.snapshot) if self.snapshot else None,
             "delta": dataclasses.asdict(self.delta) if self.delta else None,
@@ -401,5 +412,6 @@ class ClusterState:
             delta=SnapshotRef(**doc["delta"]) if doc.get("delta") else None,
             returned={(int(b), d): t for b, d, t in doc.get("returned", [])},
             cordons={(int(b), d): bool(x) for b, d, x in doc.get("cordons", [])},
+            lifts={(int(b), d): (t, n) for b, d, t, n in doc.get("lifts", [])},
             cordon_note=doc.get("cordon_note", False),
         )

@@ -161,3 +161,34 @@ def test_facts_name_the_dirs_past_the_threshold_even_below_the_bytes_worth_a_mov
     # not worth a move, but not even either: a cordon of ours there is not lifted yet
     assert small.skewed == {} and small.over == facts.over
     assert facts.metadata_level == LEVEL and facts.cordoned == {}
+
+
+def test_an_uncordon_not_done_is_proposed_again_with_backoff_while_the_dir_stays_healthy():
+    run = Run(SETTINGS)
+    over = {2: ["/b2/d1"]}
+    run.batch(seen(T0, skew={2: 1.5}, over=over))
+    run.batch(seen(T0 + 61_000, skew={2: 1.5}, over=over))
+    cordoned = {2: ["/b2/d1"]}
+    t = T0 + 120_000
+    (lift,) = run.batch(seen(t, cordoned=cordoned))
+    assert lift.type == UNCORDON_DIR
+    # Rejected (or expired): the dir stays cordoned. Asked again 10 min on, then 20.
+    assert run.batch(seen(t + 599_000, cordoned=cordoned)) == []
+    (again,) = run.batch(seen(t + 600_000, cordoned=cordoned))
+    assert (again.type, again.broker, again.log_dir) == (UNCORDON_DIR, 2, "/b2/d1")
+    assert "proposed 1 time(s) before" in again.reason
+    assert run.batch(seen(t + 600_000 + 1_199_000, cordoned=cordoned)) == []
+    (third,) = run.batch(seen(t + 1_800_000, cordoned=cordoned))
+    assert third.type == UNCORDON_DIR
+    # The state survives the job's checkpoint (JSON) with its count.
+    from streams.detect_types import ClusterState
+    assert ClusterState.from_json(run.state.to_json()).lifts == {(2, "/b2/d1"): (t + 1_800_000, 3)}
+    # Skewed again meanwhile: not asked while unhealthy; done at last: nothing of ours left.
+    assert run.batch(seen(t + 9_000_000, skew={2: 1.5}, over=over, cordoned=cordoned)) == []
+    assert run.batch(seen(t + 9_100_000)) == []
+    assert run.state.cordons == {} and run.state.lifts == {}
+
+
+def test_the_uncordon_wait_doubles_up_to_its_cap():
+    s = DetectSettings(uncordon_retry_ms=1000, uncordon_retry_max_ms=5000)
+    assert [s.uncordon_wait(n) for n in (1, 2, 3, 4, 50)] == [1000, 2000, 4000, 5000, 5000]
