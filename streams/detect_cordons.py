@@ -7,9 +7,10 @@ are cordoned, one `cordon_log_dir` each, so no new replica lands there while the
 run. Ours are the dirs this detector proposed a cordon for while the dir was open (an
 operator's cordon is never ours); once such a dir is cordoned, online, no longer
 returned and within the limit again, one `uncordon_log_dir` is proposed; while the dir
-stays cordoned and healthy (the uncordon was rejected, expired or failed), it is proposed
-again after `uncordon_retry_ms`, doubling each time up to `uncordon_retry_max_ms`
-(serve re-opens a finished action whose id comes again). The planner
+stays cordoned and healthy (the uncordon expired, failed or was rejected), it is proposed
+again after `uncordon_retry_ms`, doubling each time up to `uncordon_retry_max_ms`.
+Serve re-opens an expired or failed one (same id); an operator's rejection (cancelled)
+stays, and serve notes each later proposal as not re-opened. The planner
 (core/plan/cordon.py) checks each against the snapshot: never a broker's last open dir.
 A cluster too old to cordon gets one note (when a dir would be cordoned) and nothing
 else.
