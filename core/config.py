@@ -181,6 +181,9 @@ class DetectConfig:
                                  "own racks than its KIP-881 plan achieves ...")
     consumer_locality_window_seconds: float = _field(
         300.0, positive, doc="... for this long gets an assign_consumers action.")
+    returned_trust_seconds: float = _field(
+        900.0, positive, doc="A log dir that failed and came back online stays cordoned "
+                             "(Kafka 4.3+) until online this long.")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

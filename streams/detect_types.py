@@ -68,6 +68,7 @@ class DetectSettings:
             broker_death_grace_ms=round(detect.broker_death_grace_seconds * 1000),
             consumer_locality_margin=detect.consumer_locality_margin,
             consumer_locality_window_ms=round(detect.consumer_locality_window_seconds * 1000),
+            returned_trust_ms=round(detect.returned_trust_seconds * 1000),
         )
 
 

@@ -23,7 +23,10 @@ from tests.e2e.loop_support import dir_holding, drop_topics, on_dir_now, wait, w
 POLICY = """
 [actions]
 fix_offline_replicas = "approve"
+cordon_log_dir = "approve"
 """
+# A dir back from its failure is trusted (and our cordon lifted) after this, in the loop.
+TRUST_S = 15.0
 
 
 def api(the_loop: loop.Loop, method: str, path: str, body: Any = None) -> Any:
@@ -36,18 +39,25 @@ def api(the_loop: loop.Loop, method: str, path: str, body: Any = None) -> Any:
         return json.load(resp)
 
 
-def fix_awaiting(the_loop: loop.Loop) -> dict[str, Any] | None:
-    """The fix for offline replicas that waits for a person's approval, if listed yet."""
+def fix_awaiting(the_loop: loop.Loop,
+                 kind: str = "fix_offline_replicas") -> dict[str, Any] | None:
+    """The action of ``kind`` that waits for a person's approval, if listed yet."""
     return next((a for a in api(the_loop, "GET", "/actions")["actions"]
-                 if a["type"] == "fix_offline_replicas"
-                 and a["state"] == "awaiting_approval"), None)
+                 if a["type"] == kind and a["state"] == "awaiting_approval"), None)
+
+
+def finished(the_loop: loop.Loop, action_id: str) -> dict[str, Any] | None:
+    """The action as serve shows it, once it is in a terminal state."""
+    shown = api(the_loop, "GET", f"/actions/{action_id}")
+    return shown if is_terminal(shown["state"]) else None
 
 
 def heal_under_traffic(state: SandboxState, work: Path, record_property: Any,
                        prefix: str | None = None,
-                       after: Callable[[loop.Loop], None] | None = None) -> None:
+                       after: Callable[[loop.Loop, int, str], None] | None = None) -> None:
     """``prefix``: the bus topics' (default: a fresh one; a secured sandbox's ACLs name
-    `selfheal.`); ``after``: more checks on the loop once it healed, before it stops."""
+    `selfheal.`); ``after(loop, broker, dir)``: more on the loop once it healed the
+    failed ``dir``, before it stops."""
     (work / "policy.toml").write_text(POLICY)
     topic = f"e2e-heal-{uuid.uuid4().hex[:6]}"
     traffic.create_topic(state, topic, partitions=6, replication_factor=2)
@@ -55,7 +65,8 @@ def heal_under_traffic(state: SandboxState, work: Path, record_property: Any,
         state, work, names=loop.pieces_for(state),
         overrides={"bus": {"topic_prefix": prefix or f"e2em{uuid.uuid4().hex[:6]}."},
                    "detect": {"leader_window_seconds": 86400.0,
-                              "disk_skew_min_bytes": 1 << 40}},
+                              "disk_skew_min_bytes": 1 << 40,
+                              "returned_trust_seconds": TRUST_S}},
         policy=str(work / "policy.toml"))
     consumer = traffic.BackgroundConsumer(state, topic)
     producer = traffic.BackgroundProducer(state, topic, rate_per_s=100)
@@ -78,11 +89,8 @@ def heal_under_traffic(state: SandboxState, work: Path, record_property: Any,
         approved_at = time.monotonic()
         api(the_loop, "POST", f"/actions/{fix['id']}/approve", {})
 
-        def finished() -> dict[str, Any] | None:
-            shown = api(the_loop, "GET", f"/actions/{fix['id']}")
-            return shown if is_terminal(shown["state"]) else None
-
-        done = wait(finished, "the fix finishing", the_loop, timeout=300)
+        done = wait(lambda: finished(the_loop, fix["id"]), "the fix finishing", the_loop,
+                    timeout=300)
         healed = time.monotonic() - approved_at
         assert done["state"] == "succeeded", done
         fixes = [a for a in api(the_loop, "GET", "/actions")["actions"]
@@ -104,7 +112,7 @@ def heal_under_traffic(state: SandboxState, work: Path, record_property: Any,
                                     "approval -> healed s": healed})
         prove(record_property, state, "detect", "fix")
         if after is not None:
-            after(the_loop)
+            after(the_loop, broker, path)
     finally:
         producer.stop()
         consumer.stop()

@@ -64,7 +64,7 @@ def test_a_failed_disk_is_healed_with_each_piece_on_its_own_acls(secured, tmp_pa
     secrets = {f"password of {p}": security.password(p) for p in security.principals}
     secrets["the action signing key"] = str(secured.action_signing_key)
 
-    def no_secret_anywhere(the_loop: loop.Loop) -> None:
+    def no_secret_anywhere(the_loop: loop.Loop, *_: object) -> None:
         secrets["the link secret"] = str(the_loop.config["serve"]["link_secret"])
         secrets["the API token"] = the_loop.api_token
         outputs: dict[str, bytes] = {
