@@ -118,7 +118,9 @@ def broker_versions(admin: Any, broker: int) -> dict[int, tuple[int, int]] | Non
     sends the request, as `selfheal doctor`'s DescribeConfigs probe does."""
     from kafka.protocol.metadata import ApiVersionsRequest
 
-    manager = admin._manager
+    manager = getattr(admin, "_manager", None)
+    if manager is None:
+        return None  # not a kafka-python admin
 
     async def ask() -> Any:
         request = ApiVersionsRequest(
@@ -141,3 +143,25 @@ def read_versions(admin: Any, brokers: Iterable[int]) -> dict[int, dict[int, tup
 
     asked = per_broker(lambda b: broker_versions(admin, b), brokers)
     return {b: v for b, v in asked.items() if v is not None}
+
+
+def cordoned_dirs(admin: Any, broker: int) -> set[str] | None:
+    """The broker's cordoned dirs, read with DescribeLogDirs at the broker's own newest
+    version rather than the admin's clamped one: a process started before the upgrade
+    (serve) would otherwise never see a cordon. None when the broker does not say its
+    versions; an empty set when it has no v5 (no cordons before Kafka 4.3)."""
+    from kafka.protocol.admin import DescribeLogDirsRequest
+
+    own = broker_versions(admin, broker)
+    if own is None:
+        return None
+    top = min(own.get(DESCRIBE_LOG_DIRS, (0, 0))[1], DescribeLogDirsRequest.max_version)
+    if top < 5:
+        return set()
+    manager = admin._manager
+
+    async def ask() -> Any:
+        request = DescribeLogDirsRequest(version=top, topics=[])
+        return await manager.send(request, node_id=broker)
+
+    return {r.log_dir for r in manager.run(ask).results if r.is_cordoned}

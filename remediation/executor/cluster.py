@@ -181,8 +181,14 @@ class KafkaCluster:
         return CordonConfig.from_synonyms((found or {}).get("synonyms") or [])
 
     def cordoned_dirs(self, broker: int) -> set[str]:
-        """The broker's dirs DescribeLogDirs v5 says are cordoned (none before 4.3)."""
+        """The broker's dirs DescribeLogDirs v5 says are cordoned (none before 4.3), asked
+        at the broker's own version (`core.api_support.cordoned_dirs`)."""
+        from core.api_support import cordoned_dirs
+
         with _calling(f"DescribeLogDirs of broker {broker}", self.admin):
+            found = cordoned_dirs(self.admin, broker)
+            if found is not None:
+                return found
             (reply,) = self.admin.describe_log_dirs(brokers=[broker])
         return {d["log_dir"] for d in reply["log_dirs"] if d.get("is_cordoned")}
 

@@ -113,3 +113,31 @@ def test_a_cordoned_dir_gets_no_new_replica_and_the_undo_restores_the_operators_
                 pass
             for topic in created:
                 traffic.delete_topic(state, topic)
+
+
+def test_a_client_clamped_to_3_9_still_sees_a_cordon(kraft_sandbox: SandboxState) -> None:
+    """kafka-python keeps the versions of the first broker it reached: a serve started
+    before an upgrade speaks DescribeLogDirs v4 to 4.4 brokers (no IsCordoned). The
+    executor asks at the broker's own version (core.api_support.cordoned_dirs)."""
+    from kafka import KafkaAdminClient
+
+    from core.api_support import behind, read_versions, used_versions
+
+    state = kraft_sandbox
+    broker = state.brokers[0].node_id
+    path = state.broker(broker).log_dirs[0]
+    old = KafkaAdminClient(bootstrap_servers=state.bootstrap_servers, api_version=(3, 9))
+    with open_admin(state.bootstrap_servers) as admin:
+        kafka = KafkaCluster(admin)
+        try:
+            kafka.alter_configs({f"broker:{broker}": {KEY: path}})
+            wait_until(lambda: kafka.cordoned_dirs(broker) == {path}, "the cordon applied",
+                       timeout=30)
+            (reply,) = old.describe_log_dirs(brokers=[broker])
+            assert not any(d.get("is_cordoned") for d in reply["log_dirs"])  # v4: unseen
+            assert behind(used_versions(old), read_versions(old, [broker])) == [
+                "DescribeLogDirs v5"]
+            assert KafkaCluster(old).cordoned_dirs(broker) == {path}
+        finally:
+            old.close()
+            kafka.alter_configs({f"broker:{broker}": {KEY: None}})
