@@ -291,7 +291,7 @@ class Member:
         self.thread.join(30)
 
 
-def test_consumer_rebalance_plans_rack_aware_targets_for_an_opted_in_group(
+def test_consumer_rebalance_plans_rack_aware_targets_and_by_default_submits_none(
         rack_sandbox: SandboxState, airflow_env: dict[str, str], tmp_path: Path,
         record_property) -> None:
     import json
@@ -320,7 +320,9 @@ def test_consumer_rebalance_plans_rack_aware_targets_for_an_opted_in_group(
         delete_topic(state, topic)
     assert run.state == "success", run.output[-4000:]
     summary = run.summary
-    assert summary["outcome"] == "planned"
+    # dry_run is this DAG's default: the action is signed and kept, never submitted
+    assert summary["outcome"] == "dry run", summary
+    assert "dry run: would submit assign_consumers" in run.output
     found = summary["groups"][group]
     assert found["members"] == 2 and found["racks"] == ["rack1", "rack2"]
     assert found["partitions"] == 6
@@ -328,7 +330,7 @@ def test_consumer_rebalance_plans_rack_aware_targets_for_an_opted_in_group(
     assert found["cross_rack_planned"] == 0 <= found["cross_rack_now"]
     assert found["would_apply"] is (found["cross_rack_now"] > 0)
     assert "skipped" in summary["groups"]["nobody-home"]
-    plans = json.loads(Path(summary["why"]).read_text())
+    plans = json.loads(Path(summary["plans"]).read_text())
     by_member = plans[group]["assignment"]
     assert sorted(len(tps) for tps in by_member.values()) == [3, 3]
     rack2 = [tps for tps in by_member.values()
