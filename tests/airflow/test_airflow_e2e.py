@@ -34,6 +34,7 @@ from sandbox.fill import fill_disk
 from sandbox.state import SandboxState
 from sandbox.traffic import delete_topic
 from schemas.snapshot import snapshot_from_dict
+from tests.conftest import ON_DEMAND
 from tests.integration.serve_harness import Bench, ServeProcess, bench, placed_topic
 from tests.integration.test_consumer_groups_snapshot import Consumer
 from tests.integration.test_consumer_helper import Member
@@ -57,10 +58,11 @@ class Running:
 
 
 @pytest.fixture(scope="module")
-def running(rack_sandbox: SandboxState, tmp_path_factory: pytest.TempPathFactory
-            ) -> Iterator[Running]:
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     """One serve (dir moves auto, under a throttle; assign_consumers auto, serve's default)
-    and one Airflow whose workers reach it, for every test of the module."""
+    and one Airflow whose workers reach it, for every test of the module. Each test asks
+    for `rack_sandbox` too, which keeps the on-demand sandbox up between them."""
+    rack_sandbox = ON_DEMAND["rack_sandbox"].get(tmp_path_factory)
     work = tmp_path_factory.mktemp("airflow-e2e")
     (work / "bench").mkdir()
     policy = ('[actions]\nmove_replica_dirs = "auto"\n[limits]\n'
@@ -102,7 +104,7 @@ def _report(run: Running, dag: str, run_id: str) -> dict[str, Any]:
 
 
 def test_airflow_runs_the_disk_rebalance_to_success_one_run_at_a_time(
-        running: Running) -> None:
+        rack_sandbox: SandboxState, running: Running) -> None:
     state, b, serve, flow, token = (running.state, running.bench, running.serve,
                                     running.flow, running.token)
     broker = 0
@@ -171,7 +173,7 @@ def _group_locality(run: Running, group: str, reading: dict[str, set[tuple[str, 
 
 
 def test_airflow_applies_a_classic_group_s_rack_aware_target_never_a_kip848_group_s(
-        running: Running) -> None:
+        rack_sandbox: SandboxState, running: Running) -> None:
     state, b, serve = running.state, running.bench, running.serve
     topic = placed_topic(state, "airflow-apply", PLACEMENT)
     everything = {(topic, p) for p in PLACEMENT}
