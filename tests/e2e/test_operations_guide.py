@@ -19,6 +19,7 @@ replicas are healed.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import signal
@@ -43,6 +44,7 @@ from tests.unit.test_deploy_units import INSTALLED, UNITS, parse_unit
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
+GUIDE = REPO / "docs" / "operations.md"
 INSTANCE = "sandbox-ops"
 # systemd's environment before the unit's own (no PYTHONPATH, no HOME of ours)
 SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -229,11 +231,13 @@ def test_the_operations_guide_literally_pages_and_heals_a_failed_dir(
         waiting = api(the_loop, "GET", f"/actions/{aid}")
         assert waiting["state"] == "awaiting_approval"  # the shipped policy asks for it
 
-        # Backup and restore as the guide says, the fix still waiting for approval.
-        store = (install.var / "kafka-selfheal" / "actions"
-                 / f"{safe_name(state.cluster_id)}.sqlite")
+        # Backup and restore as the guide says, the fix still waiting for approval: its
+        # own command line, the store where it says.
+        (line,) = re.findall(r'`sqlite3 (\S+) "\.backup (\S+)"`', GUIDE.read_text())
+        store = Path(install.here(line[0].replace("/prod-eu/", "/%i/")).replace(
+            "<cluster_id>", safe_name(state.cluster_id)))
         assert store.is_file(), sorted(str(p) for p in install.var.rglob("*.sqlite*"))
-        backup = root / "backup" / "actions.sqlite"
+        backup = root / line[1].lstrip("/")
         backup.parent.mkdir()
         subprocess.run(["sqlite3", str(store), f".backup {backup}"], check=True, timeout=60)
         assert the_loop.stop("serve", timeout=30)  # systemctl stop: SIGTERM, 30 s
