@@ -34,6 +34,7 @@ from sandbox.fill import fill_disk
 from sandbox.state import SandboxState
 from sandbox.traffic import delete_topic
 from schemas.snapshot import snapshot_from_dict
+from tests.airflow.test_dag_runs import stable_group
 from tests.conftest import ON_DEMAND
 from tests.integration.serve_harness import Bench, ServeProcess, bench, placed_topic
 from tests.integration.test_consumer_groups_snapshot import Consumer
@@ -189,6 +190,7 @@ def test_airflow_applies_a_classic_group_s_rack_aware_target_never_a_kip848_grou
                    == sorted(everything)
                    and sorted(p for c in broker_assigned for p in c.assigned)
                    == sorted(PLACEMENT), "both groups reading every partition", 120)
+        stable_group(state, classic, len(members))
         by_id = {m.consumer.member_id: m for m in members}
         before, _ = _group_locality(running, classic,
                                     {i: m.consumer.reading for i, m in by_id.items()})

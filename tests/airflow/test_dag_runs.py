@@ -253,6 +253,21 @@ def test_an_action_awaiting_approval_shows_its_link_and_a_rejection_ends_the_run
     assert run.xcom["report.summary"]["outcome"] == "cancelled"
 
 
+def stable_group(state: SandboxState, group: str, members: int) -> None:
+    """Wait until DescribeGroups shows ``group`` Stable with every member assigned (a
+    group between generations is not judged: the DAG skips it)."""
+    from core.groups import read_groups
+    from core.live import open_admin
+
+    def stable() -> bool:
+        with open_admin(state.bootstrap_servers) as admin:
+            (found,) = read_groups(admin, [group])
+        return (found["state"] == "Stable" and len(found["members"]) == members
+                and all(m["assignment"] for m in found["members"]))
+
+    wait_until(stable, f"group {group} stable with {members} members assigned", 60)
+
+
 class Member:
     """One real consumer of a group, with client.rack set, polling on a thread."""
 
@@ -310,6 +325,7 @@ def test_consumer_rebalance_plans_rack_aware_targets_and_by_default_submits_none
         except AssertionError as exc:
             raise AssertionError(f"{exc}; by member: " + "; ".join(
                 f"{m.rack} {m.assigned} errors {m.errors[-3:]}" for m in members)) from None
+        stable_group(state, group, 2)
         with bench(state, tmp_path) as b:
             run = run_dag("selfheal_consumer_rebalance", b, airflow_env, None,
                           conf={"groups": [group, "nobody-home"],

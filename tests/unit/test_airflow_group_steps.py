@@ -58,6 +58,16 @@ def test_a_classic_group_reading_across_racks_gets_one_signed_assign_consumers(
     assert sorted(json.loads((tmp_path / "consumer-plans.json").read_text())) == ["g"]
 
 
+def test_a_group_between_generations_is_not_judged(dag_steps, monkeypatch):
+    group_steps, steps = dag_steps
+    document = _both()
+    document["consumer_groups"][0]["state"] = "PreparingRebalance"
+    monkeypatch.setattr(steps, "model_of", lambda snap: model(document))
+    out = group_steps.plan_consumer_groups({}, {"groups": ["g"], "threshold": 1.1})
+    assert "rebalancing (state PreparingRebalance)" in out["groups"]["g"]["skipped"]
+    assert out["actions"] == []
+
+
 def test_a_group_within_the_threshold_gets_no_action(dag_steps, monkeypatch):
     group_steps, steps = dag_steps
     monkeypatch.setattr(steps, "model_of", lambda snap: model(_both()))

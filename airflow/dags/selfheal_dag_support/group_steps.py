@@ -56,6 +56,11 @@ def plan_consumer_groups(snap: dict[str, Any], params: dict[str, Any], asset: An
             out["groups"][name] = {"skipped": broker_assigned_text(group.protocol or "")}
             steps.say(f"group {name}: {out['groups'][name]['skipped']}")
             continue
+        if group.state not in (None, "Stable"):  # a half-made assignment: not judged
+            out["groups"][name] = {"skipped": f"the group is rebalancing (state "
+                                              f"{group.state}); the next run plans it"}
+            steps.say(f"group {name}: {out['groups'][name]['skipped']}")
+            continue
         strategy = strategy_for(group) if chosen == "auto" else chosen
         plan = consumers.plan_consumers(model, name, strategy)
         racks = consumers.topic_racks(model, {t for m in group.members for t in m.topics})
