@@ -34,6 +34,7 @@ from sandbox.state import SandboxState
 
 BINARY = "prometheus"
 RULES_DIR = Path(__file__).resolve().parents[1] / "dashboards" / "rules"
+EXAMPLE = Path(__file__).resolve().parents[1] / "dashboards" / "prometheus.example.yml"
 # Quick enough that a failed dir shows within seconds in the tests and the demo.
 SCRAPE_INTERVAL = "2s"
 EVALUATION_INTERVAL = "2s"
@@ -157,30 +158,67 @@ def write_targets(path: Path, targets: Mapping[str, str], labels: Mapping[str, s
     tmp.replace(path)  # Prometheus must never read half a file
 
 
-def config(state: SandboxState, targets_file: Path, alertmanager_url: str | None) -> dict:
-    """The Prometheus configuration for ``state`` (JSON is YAML, so it is written as JSON)."""
-    cluster = {"cluster": state.cluster_id}
-    exporters = []
+def exporters(state: SandboxState) -> list[dict[str, Any]]:
+    """Every JMX exporter of ``state`` labelled with cluster, broker, role and rack."""
+    found = []
     for server in ([state.controller] if state.controller else []) + list(state.brokers):
         if server.exporter_port is None:
             continue
-        labels = {**cluster, "broker": str(server.node_id), "role": server.role}
+        labels = {"cluster": state.cluster_id, "broker": str(server.node_id),
+                  "role": server.role}
         if server.rack:
             labels["rack"] = server.rack
-        exporters.append({"targets": [f"127.0.0.1:{server.exporter_port}"], "labels": labels})
+        found.append({"targets": [f"127.0.0.1:{server.exporter_port}"], "labels": labels})
+    return found
+
+
+def config(state: SandboxState, targets_file: Path, alertmanager_url: str | None) -> dict:
+    """The Prometheus configuration for ``state`` (JSON is YAML, so it is written as JSON)."""
+    cluster = {"cluster": state.cluster_id}
     return {
         "global": {"scrape_interval": SCRAPE_INTERVAL, "scrape_timeout": SCRAPE_INTERVAL,
                    "evaluation_interval": EVALUATION_INTERVAL},
         "rule_files": [str(RULES_DIR / "*.yml")],
         "alerting": _alerting(alertmanager_url),
         "scrape_configs": [
-            {"job_name": "kafka", "static_configs": exporters},
+            {"job_name": "kafka", "static_configs": exporters(state)},
             {"job_name": "selfheal",
              "file_sd_configs": [{"files": [str(targets_file)], "refresh_interval": "5s"}]},
             {"job_name": "prometheus",
              "static_configs": [{"targets": ["{self}"], "labels": cluster}]},
         ],
     }
+
+
+def render_example(state: SandboxState, selfheal: Mapping[str, str],
+                   alertmanager_url: str | None, home: Path) -> dict[str, Any]:
+    """The shipped example (dashboards/prometheus.example.yml) pointed at the sandbox: its
+    exporters under job `kafka`, the selfheal processes ``{process: "host:port"}`` under
+    job `selfheal` with the example's labels, the rules copied beside the configuration in
+    ``home`` (as the example says), and the sandbox's quick timings."""
+    import yaml
+
+    doc = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    doc["global"].update(scrape_interval=SCRAPE_INTERVAL, scrape_timeout=SCRAPE_INTERVAL,
+                         evaluation_interval=EVALUATION_INTERVAL)
+    shutil.copytree(RULES_DIR, home / "rules", dirs_exist_ok=True)
+    doc["alerting"] = _alerting(alertmanager_url)
+    jobs = {job["job_name"]: job for job in doc["scrape_configs"]}
+    jobs["kafka"]["static_configs"] = exporters(state)
+    shipped = {group["labels"]["process"]: group["labels"]
+               for group in jobs["selfheal"]["static_configs"]}
+    jobs["selfheal"]["static_configs"] = [
+        {"targets": [address], "labels": {**shipped[name], "cluster": state.cluster_id}}
+        for name, address in sorted(selfheal.items())]
+    return doc
+
+
+def start_example(state: SandboxState, home: Path, selfheal: Mapping[str, str],
+                  alertmanager_url: str | None, timeout: float = 60.0) -> Prometheus:
+    """A Prometheus of its own in ``home`` running `render_example`'s configuration."""
+    home.mkdir(parents=True, exist_ok=True)
+    return _spawn(home, render_example(state, selfheal, alertmanager_url, home),
+                  processes.free_port(), timeout)
 
 
 def find(work_dir: str | Path) -> Prometheus | None:
@@ -198,10 +236,6 @@ def start(state: SandboxState, alertmanager_url: str | None = None,
           targets: Mapping[str, str] | None = None, timeout: float = 60.0) -> Prometheus:
     """Start the sandbox's Prometheus (or return the one that runs) and wait until it is
     ready: rules loaded, first scrapes due."""
-    binary = shutil.which(BINARY)
-    if binary is None:
-        raise PrometheusError(
-            f"{BINARY} is not installed; `make deps` installs it (apt-get install {BINARY})")
     running = find(state.work_dir)
     if running is not None:
         if alertmanager_url is not None:
@@ -216,6 +250,16 @@ def start(state: SandboxState, alertmanager_url: str | None = None,
     port = processes.free_port()
     doc = config(state, targets_file, alertmanager_url)
     doc["scrape_configs"][2]["static_configs"][0]["targets"] = [f"127.0.0.1:{port}"]
+    return _spawn(home, doc, port, timeout)
+
+
+def _spawn(home: Path, doc: dict[str, Any], port: int, timeout: float) -> Prometheus:
+    """Write ``doc`` as ``home``/prometheus.yml, start Prometheus on ``port`` and wait
+    until it is ready."""
+    binary = shutil.which(BINARY)
+    if binary is None:
+        raise PrometheusError(
+            f"{BINARY} is not installed; `make deps` installs it (apt-get install {BINARY})")
     config_path = home / "prometheus.yml"
     config_path.write_text(json.dumps(doc, indent=2) + "\n")
     pid = processes.spawn([

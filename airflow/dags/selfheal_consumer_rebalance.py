@@ -2,17 +2,22 @@
 
 For the groups that opt in (the run's `groups` param, else the Airflow variable
 `selfheal_consumer_groups`, comma-separated): snapshot with the groups' members (their
-client.rack and topics, read with DescribeGroups) -> plan (`core.plan.plan_consumers`)
--> report (cross-rack partitions now against planned). It plans and reports only: the
-apply path (`assign_consumers` through serve) comes with the consumer-groups issue, so
-no task submits and none needs the `kafka_reassignment` pool.
+client.rack and topics, read with DescribeGroups) -> plan (`core.plan.plan_consumers`;
+cross-rack partitions and locality now against planned) -> submit (one signed
+`assign_consumers` per group that reads across racks by more than the threshold, to
+`selfheal serve`, pool `kafka_reassignment`; serve's policy and limits decide as for the
+other DAGs) -> wait (reschedule-mode sensor) -> report. serve publishes each target to
+the consumer-assignments topic; the group's members apply it through the client-side
+helper (`RackAwareConsumer`, docs/consumer-groups.md). A KIP-848 group is reported with
+what an operator can set and never submitted. `dry_run` is on by default: a run plans and
+reports until an operator turns it off for the groups that run the helper.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from airflow.sdk import Param, dag, task
+from airflow.sdk import Param, PokeReturnValue, dag, task
 from selfheal_dag_support import defaults as d
 
 
@@ -27,14 +32,13 @@ from selfheal_dag_support import defaults as d
     params={
         "groups": Param([], type="array", description="groups to plan (empty: the variable "
                                                       "selfheal_consumer_groups)"),
-        "strategy": Param("range", enum=["range", "cooperative-sticky"],
-                          description="the groups' partition.assignment.strategy"),
-        "threshold": d.threshold(1.10, "a group would be re-assigned when more than "
+        "strategy": Param("auto", enum=["auto", "range", "cooperative-sticky"],
+                          description="the KIP-881 assignor to plan with; auto: the group's "
+                                      "own when it is one of them, else cooperative-sticky"),
+        "threshold": d.threshold(1.10, "a group is re-assigned when more than "
                                        "(threshold - 1) of its partitions are consumed "
                                        "cross-rack and the plan has fewer"),
-        "max_bytes_per_run": d.max_bytes(0),
-        "dry_run": Param(True, type="boolean", description="always a dry run until the "
-                                                           "apply path exists"),
+        "dry_run": d.dry_run(True),
     },
     tags=d.TAGS,
     doc_md=__doc__,
@@ -51,11 +55,21 @@ def selfheal_consumer_rebalance() -> None:
     def plan(snap: dict, **context) -> dict:
         return group_steps.plan_consumer_groups(snap, context["params"], d.CONSUMER_PLAN)
 
-    @task
-    def report(planned: dict) -> dict:
-        return group_steps.report_consumers(planned)
+    @task(pool=d.POOL)
+    def submit(planned: dict, **context) -> list:
+        return group_steps.submit_groups(planned, context["params"])
 
-    report(plan(snapshot()))
+    @task.sensor(**d.sensor(timedelta(minutes=12)))
+    def wait(submitted: list) -> PokeReturnValue:
+        done, outcomes = group_steps.poke_groups(submitted)
+        return PokeReturnValue(is_done=done, xcom_value=outcomes)
+
+    @task
+    def report(planned: dict, outcomes: list) -> dict:
+        return group_steps.report_consumers(planned, outcomes)
+
+    planned = plan(snapshot())
+    report(planned, wait(submit(planned)))
 
 
 selfheal_consumer_rebalance()

@@ -19,7 +19,7 @@ bag = BundleDagBag(dag_folder=str(DAGS_FOLDER), bundle_path=DAGS_FOLDER)
 print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "dags": {
     d.dag_id: {"schedule": str(d.schedule), "max_active_runs": d.max_active_runs,
                "catchup": d.catchup, "dagrun_timeout": str(d.dagrun_timeout),
-               "params": sorted(d.params),
+               "params": sorted(d.params), "dry_run": d.params["dry_run"],
                "tasks": {t.task_id: {"pool": t.pool, "retries": t.retries,
                                      "backoff": t.retry_exponential_backoff,
                                      "mode": getattr(t, "mode", None),
@@ -47,6 +47,8 @@ def test_the_dag_folder_loads_without_import_errors_and_every_dag_is_safe_to_sch
         assert dag["catchup"] is False, dag_id
         assert dag["dagrun_timeout"] != "None", dag_id
         assert {"threshold", "dry_run"} <= set(dag["params"]), dag_id
+        # a consumer group's assignment changes only once an operator turns dry_run off
+        assert dag["dry_run"] is (dag_id == "selfheal_consumer_rebalance"), dag_id
         for task_id, task in dag["tasks"].items():
             if task_id == "submit":  # the one task that hands moves to serve
                 assert task["pool"] == "kafka_reassignment", dag_id

@@ -253,6 +253,21 @@ def test_an_action_awaiting_approval_shows_its_link_and_a_rejection_ends_the_run
     assert run.xcom["report.summary"]["outcome"] == "cancelled"
 
 
+def stable_group(state: SandboxState, group: str, members: int) -> None:
+    """Wait until DescribeGroups shows ``group`` Stable with every member assigned (a
+    group between generations is not judged: the DAG skips it)."""
+    from core.groups import read_groups
+    from core.live import open_admin
+
+    def stable() -> bool:
+        with open_admin(state.bootstrap_servers) as admin:
+            (found,) = read_groups(admin, [group])
+        return (found["state"] == "Stable" and len(found["members"]) == members
+                and all(m["assignment"] for m in found["members"]))
+
+    wait_until(stable, f"group {group} stable with {members} members assigned", 60)
+
+
 class Member:
     """One real consumer of a group, with client.rack set, polling on a thread."""
 
@@ -291,7 +306,7 @@ class Member:
         self.thread.join(30)
 
 
-def test_consumer_rebalance_plans_rack_aware_targets_for_an_opted_in_group(
+def test_consumer_rebalance_plans_rack_aware_targets_and_by_default_submits_none(
         rack_sandbox: SandboxState, airflow_env: dict[str, str], tmp_path: Path,
         record_property) -> None:
     import json
@@ -310,6 +325,7 @@ def test_consumer_rebalance_plans_rack_aware_targets_for_an_opted_in_group(
         except AssertionError as exc:
             raise AssertionError(f"{exc}; by member: " + "; ".join(
                 f"{m.rack} {m.assigned} errors {m.errors[-3:]}" for m in members)) from None
+        stable_group(state, group, 2)
         with bench(state, tmp_path) as b:
             run = run_dag("selfheal_consumer_rebalance", b, airflow_env, None,
                           conf={"groups": [group, "nobody-home"],
@@ -320,7 +336,9 @@ def test_consumer_rebalance_plans_rack_aware_targets_for_an_opted_in_group(
         delete_topic(state, topic)
     assert run.state == "success", run.output[-4000:]
     summary = run.summary
-    assert summary["outcome"] == "planned"
+    # dry_run is this DAG's default: the action is signed and kept, never submitted
+    assert summary["outcome"] == "dry run", summary
+    assert "dry run: would submit assign_consumers" in run.output
     found = summary["groups"][group]
     assert found["members"] == 2 and found["racks"] == ["rack1", "rack2"]
     assert found["partitions"] == 6
@@ -328,7 +346,7 @@ def test_consumer_rebalance_plans_rack_aware_targets_for_an_opted_in_group(
     assert found["cross_rack_planned"] == 0 <= found["cross_rack_now"]
     assert found["would_apply"] is (found["cross_rack_now"] > 0)
     assert "skipped" in summary["groups"]["nobody-home"]
-    plans = json.loads(Path(summary["why"]).read_text())
+    plans = json.loads(Path(summary["plans"]).read_text())
     by_member = plans[group]["assignment"]
     assert sorted(len(tps) for tps in by_member.values()) == [3, 3]
     rack2 = [tps for tps in by_member.values()

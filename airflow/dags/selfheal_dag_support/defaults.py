@@ -41,8 +41,8 @@ def sensor(timeout: timedelta) -> dict[str, Any]:
             "retries": 0}
 
 
-def dry_run() -> Param:
-    return Param(False, type="boolean",
+def dry_run(default: bool = False) -> Param:
+    return Param(default, type="boolean",
                  description="plan and report only; submit nothing to serve")
 
 

@@ -110,18 +110,12 @@ def read_groups(admin: Any, groups: list[str]) -> list[dict[str, Any]]:
     return read(admin, groups)
 
 
-def current_assignment(admin: Any, group: str) -> dict[str, list[tuple[str, int]]]:
-    """What each member of ``group`` consumes now (from DescribeGroups)."""
-    from core.groups import current_assignment as read
-
-    return read(admin, group)
-
-
 # --- plans ----------------------------------------------------------------------------
 
 
 def _sign_and_keep(targets: Targets, type_: str, plan: Any, reason: str,
-                   bytes_moved: int = 0, received: Any = None) -> dict[str, Any]:
+                   bytes_moved: int = 0, received: Any = None,
+                   name: str = "action.json") -> dict[str, Any]:
     from core import clock
     from core.signing import ActionSigner
     from schemas.actions import build_action
@@ -133,7 +127,7 @@ def _sign_and_keep(targets: Targets, type_: str, plan: Any, reason: str,
                           trigger=Trigger("schedule"), event_time=clock.text(),
                           created_at=clock.text(), bytes_moved=bytes_moved, received=got)
     signed = ActionSigner(targets.signing_key).sign_action(action)
-    path = run_folder() / "action.json"
+    path = run_folder() / name
     path.write_bytes(signed.to_json())
     return {"action_path": str(path), "action_id": action.action_id, "type": type_,
             "partitions": action.summary.partitions, "bytes": bytes_moved,
