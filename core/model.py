@@ -110,7 +110,7 @@ class ClusterModel:
         buckets = [d for dirs in by_broker.values() for d in dirs.values()]
         try:
             found = fast.dir_index(self.partitions, [(d.broker, d.path) for d in buckets])
-        except OverflowError:  # a size over 64 bits: the reference handles any int
+        except OverflowError:  # a broker id over 64 bits: the reference handles any int
             return False
         if found is None:
             return False

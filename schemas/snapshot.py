@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +27,7 @@ import msgspec
 
 from schemas.snapshot_decode import decode_snapshot
 from schemas.snapshot_types import (
+    MAX_SNAPSHOT_BYTES,
     NO_LEADER,
     SNAPSHOT_VERSION,
     Assigned,
@@ -57,16 +59,31 @@ def _gc_paused() -> Iterator[None]:
 
 
 def load_snapshot(source: str | Path | IO[str] | IO[bytes]) -> Snapshot:
-    """Read and validate a snapshot from a path or an open file ("-" is not special here)."""
+    """Read and validate a snapshot from a path or an open file ("-" is not special here).
+    Past MAX_SNAPSHOT_BYTES it is refused unread (a file) or after that much (a stream)."""
     data: str | bytes
     if isinstance(source, (str, Path)):
         try:
-            data = Path(source).read_bytes()
+            with open(source, "rb") as file:
+                _refuse_past_limit(os.fstat(file.fileno()).st_size)
+                data = file.read(MAX_SNAPSHOT_BYTES + 1)
         except OSError as exc:
             raise SnapshotError("$", f"cannot read {source}: {exc.strerror or exc}", "io") from exc
     else:
-        data = source.read()
+        data = source.read(MAX_SNAPSHOT_BYTES + 1)
+    _refuse_past_limit(len(data))  # a pipe, or a file that grew while read
     return parse_snapshot(data)
+
+
+def _refuse_past_limit(size: int) -> None:
+    if size > MAX_SNAPSHOT_BYTES:
+        raise SnapshotError(
+            "$",
+            f"{size:,} bytes or more, past the {MAX_SNAPSHOT_BYTES:,} bytes a snapshot may be "
+            "(Cruise Control's largest published cluster is ~240 MB): check that this is "
+            "the cluster snapshot meant",
+            "io",
+        )
 
 
 def _decode(text: str | bytes) -> Any:

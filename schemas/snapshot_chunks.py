@@ -26,7 +26,7 @@ import msgspec
 from schemas import wire
 from schemas.registry import RecordError, is_rfc3339
 from schemas.snapshot_decode import _BrokerDoc, _GroupDoc
-from schemas.snapshot_types import Name, NonNegative, Partition
+from schemas.snapshot_types import MAX_SNAPSHOT_BYTES, Name, NonNegative, Partition
 
 CHUNK = "cluster-snapshot-chunk"
 MANIFEST = "cluster-snapshot-manifest"
@@ -36,8 +36,8 @@ DELTA = "cluster-snapshot-delta"  # schemas/snapshot_delta.py
 DEFAULT_CHUNK_BYTES = 4 << 20
 MAX_CHUNKS = 4096  # the manifest schema's maxItems
 # An assembled snapshot may be far larger than one record; this bounds what one manifest
-# can make a reader hold (Cruise Control's worst case is ~240 MB).
-MAX_ASSEMBLED_BYTES = 1 << 30
+# can make a reader hold: what a snapshot file may be.
+MAX_ASSEMBLED_BYTES = MAX_SNAPSHOT_BYTES
 
 
 class ChunkError(ValueError):

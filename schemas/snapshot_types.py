@@ -16,6 +16,10 @@ import msgspec
 SCHEMA_PATH = Path(__file__).with_name("cluster-snapshot.schema.json")
 SNAPSHOT_VERSION = 1
 NO_LEADER = -1
+# The most JSON a snapshot may be, read from a file or assembled from chunks: Cruise
+# Control's largest published cluster (2.8M replicas) is ~240 MB; past this a reader
+# would hold several GiB before it could say anything.
+MAX_SNAPSHOT_BYTES = 1 << 30
 
 
 class SnapshotError(ValueError):

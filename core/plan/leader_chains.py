@@ -102,23 +102,25 @@ def undo_detours(state: Leadership) -> None:
     y leads r that x could lead: p back to o, q back to y, r to x is one change fewer
     (likewise when o gave r to y and y took q from x)."""
     original, leader, cands, count = state.original, state.leader, state.candidates, state.count
-    moved_in: dict[int, dict[int, set[int]]] = {b: {} for b in count}  # holder -> origin -> parts
-    holders: dict[int, set[int]] = {b: set() for b in count}  # origin -> holders
+    # holder -> origin -> parts, and origin -> holders: ordered sets (dicts), searched
+    # in the order filled, as the compiled core does.
+    moved_in: dict[int, dict[int, dict[int, None]]] = {b: {} for b in count}
+    holders: dict[int, dict[int, None]] = {b: {} for b in count}
     moved: set[int] = set()
 
     def track(i: int, on: bool) -> None:
         o, b = original[i], leader[i]
         if o < 0 or b == o:
             return
-        by_origin = moved_in[b].setdefault(o, set())
+        by_origin = moved_in[b].setdefault(o, {})
         if on:
-            by_origin.add(i)
-            holders[o].add(b)
+            by_origin[i] = None
+            holders[o][b] = None
             moved.add(i)
         else:
-            by_origin.discard(i)
+            by_origin.pop(i, None)
             if not by_origin:
-                holders[o].discard(b)
+                holders[o].pop(b, None)
             moved.discard(i)
 
     def move(i: int, to: int) -> None:

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from core.model import ClusterModel
 from core.plan.formats import LeaderPlan, Reassignment, TopicPartition
 from core.plan.leader_chains import chain_moves, rack_moves, undo_detours
+from schemas import native
 from schemas.plans import ANY_DIR, PartitionAssignment
 
 
@@ -43,12 +44,14 @@ class Leadership:
         self.original = [-1] * n  # current leader, where still a candidate
         self.orphans: list[int] = []  # can be led, but not by their current leader
         eligible = sorted(set().union(*self.candidates))
-        self.led: dict[int, set[int]] = {b: set() for b in eligible}
+        # Each broker's partitions as a dict used as an ordered set: the chains search
+        # them in the order they were taken, the same in the compiled core (native/).
+        self.led: dict[int, dict[int, None]] = {b: {} for b in eligible}
         leader, original, led = self.leader, self.original, self.led
         for i, (p, cands) in enumerate(zip(model.partitions, self.candidates, strict=True)):
             if p.leader in cands:
                 leader[i] = original[i] = p.leader
-                led[p.leader].add(i)
+                led[p.leader][i] = None
             elif cands:
                 self.orphans.append(i)
         self.count: dict[int, int] = {b: len(s) for b, s in led.items()}
@@ -69,13 +72,13 @@ class Leadership:
         old = self.leader[i]
         if old >= 0:
             self.count[old] -= 1
-            self.led[old].discard(i)
+            del self.led[old][i]
             if (r := self.rack[old]) is not None:
                 self.rack_total[r] -= 1
                 self.rack_density[r] = self.rack_total[r] / self.rack_size[r]
         self.leader[i] = to
         self.count[to] += 1
-        self.led[to].add(i)
+        self.led[to][i] = None
         if (r := self.rack[to]) is not None:
             self.rack_total[r] += 1
             self.rack_density[r] = self.rack_total[r] / self.rack_size[r]
@@ -128,20 +131,23 @@ def _candidates(model: ClusterModel) -> list[tuple[int, ...]]:
 
 def plan_leaders(model: ClusterModel) -> LeaderPlan:
     """Replica-list reorders and the preferred-election list that balance leadership."""
-    state = Leadership(model)
-    for i in state.orphans:
-        cands = state.candidates[i]
-        state.move(i, min(cands, key=lambda b: (state.count[b], state.density(b))))
-    if state.count:
-        _direct_moves(state)
-        chain_moves(state)
-        rack_moves(state)
-        undo_detours(state)
+    targets = _native_targets(model)
+    if targets is None:
+        state = Leadership(model)
+        for i in state.orphans:
+            cands = state.candidates[i]
+            state.move(i, min(cands, key=lambda b: (state.count[b], state.density(b))))
+        if state.count:
+            _direct_moves(state)
+            chain_moves(state)
+            rack_moves(state)
+            undo_detours(state)
+        targets = enumerate(state.leader)
 
     parts = model.partitions
     reorders: list[PartitionAssignment] = []
     election: list[TopicPartition] = []
-    for i, target in enumerate(state.leader):
+    for i, target in targets:
         if target < 0:
             continue
         p = parts[i]
@@ -153,6 +159,26 @@ def plan_leaders(model: ClusterModel) -> LeaderPlan:
         if p.leader != target:
             election.append(TopicPartition(p.topic, p.partition))
     return LeaderPlan(Reassignment(tuple(reorders)), tuple(election))
+
+
+def _native_targets(model: ClusterModel) -> Iterable[tuple[int, int]] | None:
+    """(partition index, target leader) of the partitions the compiled core's plan
+    changes (its preferred leader or its leader), or None: no core, or a broker id past
+    64 bits (the reference then plans)."""
+    fast = native.function("leader_targets")
+    if fast is None:
+        return None
+    try:
+        found: list[tuple[int, int]] | None = fast(
+            model.partitions,
+            sorted(model.rack_of.items()),
+            sorted(model.alive),
+            sorted(model.brokers_with_offline_dir),
+            sorted(model.offline_dirs),
+        )
+    except OverflowError:
+        return None
+    return found
 
 
 def _direct_moves(state: Leadership) -> None:

@@ -10,6 +10,9 @@ use pyo3::prelude::*;
 mod checks;
 mod disks;
 mod flow;
+mod leader_chains;
+mod leader_direct;
+mod leaders;
 mod model;
 
 #[pymodule]
@@ -17,6 +20,7 @@ fn selfheal_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(checks::references_hold, m)?)?;
     m.add_function(wrap_pyfunction!(disks::drain_dir, m)?)?;
     m.add_function(wrap_pyfunction!(flow::sticky_flow, m)?)?;
+    m.add_function(wrap_pyfunction!(leaders::leader_targets, m)?)?;
     m.add_function(wrap_pyfunction!(model::dir_index, m)?)?;
     m.add_function(wrap_pyfunction!(model::broker_totals, m)?)?;
     Ok(())

@@ -64,8 +64,10 @@ impl Slots {
 }
 
 /// The per-dir index: `slots` lists (broker, dir path or None); returns per slot the
-/// replicas' sizes and partition indexes, in partition order. None when a replica is
-/// on a slot not listed or a size is not an i64 (the caller runs the reference).
+/// replicas' sizes and partition indexes, in partition order. The sizes are the records'
+/// own int objects and each partition's index one object for all its replicas, as the
+/// reference appends them (making 2.8M new ints cost more than the pass itself). None
+/// when a replica is on a slot not listed (the caller runs the reference).
 #[pyfunction]
 pub fn dir_index(
     py: Python<'_>,
@@ -74,16 +76,22 @@ pub fn dir_index(
 ) -> PyResult<Option<Vec<(Py<PyList>, Py<PyList>)>>> {
     let n = slots.len();
     let slots = Slots::new(slots);
-    let mut sizes: Vec<Vec<i64>> = vec![Vec::new(); n];
-    let mut parts: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let done = each_replica(partitions, |i, r| {
-        let k = slots.find(r.broker, &r.dir)?;
-        sizes[k].push(r.size?);
-        parts[k].push(i);
-        Some(())
-    })?;
-    if done.is_none() {
-        return Ok(None);
+    let replicas_attr = pyo3::intern!(py, "replicas");
+    let broker_attr = pyo3::intern!(py, "broker");
+    let dir_attr = pyo3::intern!(py, "log_dir");
+    let size_attr = pyo3::intern!(py, "size_bytes");
+    let mut sizes: Vec<Vec<Bound<'_, PyAny>>> = (0..n).map(|_| Vec::new()).collect();
+    let mut parts: Vec<Vec<Bound<'_, PyAny>>> = (0..n).map(|_| Vec::new()).collect();
+    for (i, p) in partitions.iter().enumerate() {
+        let index = i.into_pyobject(py)?.into_any();
+        for r in p.getattr(replicas_attr)?.cast::<PyTuple>()?.iter() {
+            let broker: i64 = r.getattr(broker_attr)?.extract()?;
+            let dir = r.getattr(dir_attr)?;
+            let dir = if dir.is_none() { None } else { Some(dir.cast_into::<PyString>()?) };
+            let Some(k) = slots.find(broker, &dir) else { return Ok(None) };
+            sizes[k].push(r.getattr(size_attr)?);
+            parts[k].push(index.clone());
+        }
     }
     let mut out = Vec::with_capacity(n);
     for (s, p) in sizes.into_iter().zip(parts) {

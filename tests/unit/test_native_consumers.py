@@ -116,6 +116,24 @@ def test_a_capacity_past_the_cores_bound_runs_the_reference(monkeypatch):
     assert flow.used(0) == 1 << 40
 
 
+def test_a_cost_past_32_bits_runs_the_reference(monkeypatch):
+    # The core packs the given arcs' costs in i32; past that the reference plans, alike.
+    def run() -> tuple[bool, list[int]]:
+        flow = MinCostFlow(4)
+        flow.add(0, 2, 3, 0)
+        flow.add(2, 3, 3, 1 << 31)
+        flow.add(2, 3, 3, (1 << 31) - 1)
+        compiled = native.function("sticky_flow")
+        refused = compiled is None or compiled(
+            4, flow.to, flow.cap, flow.cost, [3], [3], 1 << 33, 0, 1
+        ) is None
+        sticky_assignor._fill(flow, [3], [3], 1 << 33, 0, 1)
+        return refused, [flow.used(e) for e in (0, 2, 4)]
+
+    fast, reference = both_paths(monkeypatch, run)
+    assert fast == reference == (True, [3, 0, 3])  # all over the cheaper of the two
+
+
 def test_a_core_built_from_an_older_crate_leaves_its_missing_functions_to_the_reference():
     assert native.function("a_function_no_crate_has") is None
 
