@@ -49,7 +49,8 @@ class Moves(Ending):
             return action
         trimmed = sorted({*row.journal.get("trimmed", ()), *verdict.trimmed})
         self.store.update_journal(row.id, trimmed=trimmed)
-        self.store.note(row.id, ACTOR, f"trimmed, left to the operator: {', '.join(trimmed)}")
+        self.store.note(row.id, ACTOR, f"trimmed, left to the operator: {', '.join(trimmed)} "
+                        f"({verdict.reason})")
         return sharing.without(action, trimmed)
 
     def _advance(self, row: ActionRow, action: Action, view: LiveView | None = None) -> None:

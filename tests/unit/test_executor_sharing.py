@@ -120,10 +120,10 @@ def test_a_partition_an_operator_reassigns_before_the_submit_is_trimmed_the_rest
     # t-1 is left out of the throttles too: its replicas are the operator's to throttle.
     assert kafka.set["topic:t"] == {LEADER_REPLICAS: "0:1", FOLLOWER_REPLICAS: "0:4"}
     reasons = [a.reason for a in executor.store.audit(row.id)]
-    assert "trimmed, left to the operator: t-1" in reasons, reasons
-    assert any(r.startswith("re-read: the plan still applies to 1 of 1 partitions; left to "
-                            "the operator: t-1 is being repaired by a reassignment in flight "
-                            "(to [1, 2]") for r in reasons), reasons
+    assert any(r.startswith("trimmed, left to the operator: t-1 (re-read: the plan still "
+                            "applies to 1 of 1 partitions; left to the operator: t-1 is being "
+                            "repaired by a reassignment in flight (to [1, 2]")
+               for r in reasons), reasons
 
     # t-0 reaches its target; t-1 is still theirs: the trimmed action verifies and succeeds.
     done = partition("t", 0, [(1, "/d1", GIB), (4, "/d1", GIB)], leader=1, isr=[1, 4])
@@ -151,3 +151,19 @@ def test_trimmed_only_when_the_rest_is_fresh_a_stale_partition_supersedes_all() 
     verdict = applies(FIX_BOTH, view)
     assert not verdict.applies and not verdict.trimmed
     assert "the plan is stale: t-0 has no offline replica any more" in verdict.reason
+
+
+def test_one_already_under_an_operators_reassignment_when_decided_is_trimmed_there(
+        tmp_path: Path) -> None:
+    signer = ActionSigner("k")
+    fixing = signer.sign_action(FIX_BOTH)
+    kafka = Cluster(LiveView(cluster(*BOTH, offline=(3,)).model,
+                             reassigning={("t", 1): Reassigning((1, 3, 2), (2,), (3,))}))
+    executor = Executor(ActionStore(tmp_path / "a.db"), kafka, Policy(),  # type: ignore[arg-type]
+                        signer=signer, log=lambda _m: None)
+    assert executor.receive(fixing.to_json()).state is State.AWAITING_APPROVAL
+    row = executor.store.get(fixing.action_id)
+    assert row is not None and row.journal["trimmed"] == ["t-1"]
+    reasons = [a.reason for a in executor.store.audit(row.id)]
+    assert any(r.startswith("trimmed, left to the operator: t-1 (") and "nothing proposed" in r
+               for r in reasons), reasons
