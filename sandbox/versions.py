@@ -67,6 +67,7 @@ class KafkaLine:
     quorum: str
     release_version: str  # `format --release-version`: the metadata version to start at
     reassign_tool: str  # kafka-reassign-partitions' main class
+    configs_tool: str  # kafka-configs' main class
     leader_election_tool: str
     log_dirs_tool: str
     # KIP-848's rebalance protocol (`group.protocol=consumer`) served by default: GA in
@@ -97,6 +98,7 @@ LINES: dict[str, KafkaLine] = {k.line: k for k in (
         # KIP-858: JBOD in KRaft needs metadata version 3.7-IV2 or later.
         release_version="3.9",
         reassign_tool="org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+        configs_tool="kafka.admin.ConfigCommand",
         leader_election_tool="org.apache.kafka.tools.LeaderElectionCommand",
         log_dirs_tool="org.apache.kafka.tools.LogDirsCommand",
     ),
@@ -107,6 +109,7 @@ LINES: dict[str, KafkaLine] = {k.line: k for k in (
         quorum="dynamic",
         release_version="4.4",
         reassign_tool="org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+        configs_tool="org.apache.kafka.tools.ConfigCommand",
         leader_election_tool="org.apache.kafka.tools.LeaderElectionCommand",
         log_dirs_tool="org.apache.kafka.tools.LogDirsCommand",
         consumer_protocol=True,

@@ -38,6 +38,7 @@ class Verdict:
     applies: bool
     reason: str
     page: bool = False  # not to run now, and an operator must decide (sharing.NEVER)
+    trimmed: tuple[str, ...] = ()  # partitions left to their operator; it runs on the rest
 
 
 def _brokers_named(action: Action) -> set[int]:
@@ -105,6 +106,9 @@ def applies(action: Action, view: LiveView,
     never = [o.reason for o in others if o.kind == sharing.NEVER]
     if never:
         return Verdict(False, summarise(never), page=True)
+    names = {o.name for o in others}
+    if others and not stale and len(names) < len(_partitions(action)):
+        return _trimmed(action, view, skew_threshold, others)
     stale += [o.reason for o in others]
     if stale:
         return Verdict(False, "the plan is stale: " + summarise(stale))
@@ -117,6 +121,21 @@ def applies(action: Action, view: LiveView,
         return Verdict(False, "the plan's premise does not hold: " + false)
     return Verdict(True, f"re-read: the plan still applies to {len(targets) - done} of "
                          f"{len(targets)} partitions" if targets else "re-read: applies")
+
+
+def _partitions(action: Action) -> set[tuple[str, int]]:
+    return {(t.topic, t.partition) for t in action.targets()} | set(action.elections())
+
+
+def _trimmed(action: Action, view: LiveView, skew_threshold: float,
+             others: list[sharing.Theirs]) -> Verdict:
+    """The action less the partitions an operator is reassigning, when the rest still
+    applies as a plan of its own (its premise re-checked without them)."""
+    left = "; left to the operator: " + summarise(o.reason for o in others)
+    rest = applies(sharing.without(action, {o.name for o in others}), view, skew_threshold)
+    if not rest.applies:
+        return Verdict(False, rest.reason + left)
+    return Verdict(True, rest.reason + left, trimmed=tuple(sorted(o.name for o in others)))
 
 
 _DONE = "done"

@@ -16,7 +16,7 @@ from core.live import PlacementMemory, finalized_level, read_snapshot
 from core.model import ClusterModel
 from remediation.executor import cordon
 from remediation.executor.cordon import CordonConfig
-from remediation.executor.throttle import Configs, split
+from remediation.executor.throttle import Beneath, Configs, inherited, split
 from remediation.executor.view import TP, LiveView, Reassigning, leader_counts
 from schemas.snapshot import snapshot_from_dict
 
@@ -166,6 +166,29 @@ class KafkaCluster:
             kind, name = split(r)
             found = reply.get(kind, {}).get(name, {})
             out[r] = {k: (found[k]["value"] if k in found else None) for k in wanted}
+        return out
+
+    def beneath(self, brokers: Iterable[str], keys: Iterable[str]) -> Beneath:
+        """What each broker ('broker:1') applies for `keys` while it has no value of its
+        own, and from where: the cluster-wide dynamic default (broker resource "") or its
+        server.properties; a key with only Kafka's built-in default is left out. Read from
+        DescribeConfigs' synonyms (kafka-python cannot describe the resource "")."""
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        res, wanted = list(brokers), list(keys)
+        if not res or not wanted:
+            return {}
+        with _calling("DescribeConfigs", self.admin):
+            reply = self.admin.describe_configs(
+                [ConfigResource(ConfigResourceType.BROKER, split(r)[1], dict.fromkeys(wanted))
+                 for r in res], include_synonyms=True, config_filter="all")
+        out: Beneath = {}
+        for r in res:
+            found = reply.get("broker", {}).get(split(r)[1], {})
+            for key in wanted:
+                below = inherited((found.get(key) or {}).get("synonyms") or [])
+                if below is not None:
+                    out.setdefault(r, {})[key] = below
         return out
 
     def cordon_config(self, broker: int) -> CordonConfig:

@@ -15,8 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from core import clock
-from remediation.executor import checks, progress, targets
-from remediation.executor.actions import stored_action
+from remediation.executor import checks, progress, sharing, targets
 from remediation.executor.cluster import KafkaCluster
 from remediation.executor.lifecycle import State
 from remediation.executor.policy import Policy
@@ -66,7 +65,7 @@ class Ending:
         self.throttles.restore(row.id)
         row = self.store.transition(row.id, State.VERIFYING, ACTOR, reason)
         self.store.update_journal(row.id, verifying_at=clock.text(self._clock()))
-        self._verify(self._fresh(row), stored_action(row.record))
+        self._verify(self._fresh(row), sharing.in_force(row))
 
     def _verify(self, row: ActionRow, action: Action) -> None:
         self.throttles.restore(row.id)  # in case the executor stopped between the moves and here

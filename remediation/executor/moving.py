@@ -34,12 +34,24 @@ class Moves(Ending):
             self.store.transition(row.id, State.SUPERSEDED, ACTOR,
                                   f"re-read before acting: {verdict.reason}")
             return
+        action = self._trim(row, action, verdict)
         row = self.store.transition(row.id, State.EXECUTING, ACTOR, f"{verdict.reason}; starting")
         # Which replicas are new, kept for the target checks: once a reassignment is
         # done the live cluster no longer says.
         self.store.update_journal(row.id, started_at=clock.text(self._clock()),
                                   attempt=row.attempts, adding=targets.adding(action, view))
         self._advance(self._fresh(row), action, view)
+
+    def _trim(self, row: ActionRow, action: Action, verdict: checks.Verdict) -> Action:
+        """Leave the partitions an operator is reassigning out of the action for good
+        (journalled: every later step reads it `sharing.in_force`); the rest."""
+        if not verdict.trimmed:
+            return action
+        trimmed = sorted({*row.journal.get("trimmed", ()), *verdict.trimmed})
+        self.store.update_journal(row.id, trimmed=trimmed)
+        self.store.note(row.id, ACTOR, f"trimmed, left to the operator: {', '.join(trimmed)} "
+                        f"({verdict.reason})")
+        return sharing.without(action, trimmed)
 
     def _advance(self, row: ActionRow, action: Action, view: LiveView | None = None) -> None:
         view = view or self._read(action)

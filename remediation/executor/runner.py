@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from core import clock
 from core.plan.disks import DEFAULT_THRESHOLD
 from core.signing import ActionSigner, SignatureError
-from remediation.executor import checks, replan, sidebyside
+from remediation.executor import checks, replan, sharing, sidebyside
 from remediation.executor.actions import ActionError, parse_action_json, stored_action
 from remediation.executor.cluster import ClusterError, KafkaCluster
 from remediation.executor.ending import Timeouts
@@ -145,6 +145,7 @@ class Executor(Moves):
         if not verdict.applies:
             done = self.store.transition(row.id, State.SUPERSEDED, ACTOR, verdict.reason)
             return Received("superseded", verdict.reason, row.id, done.state)
+        action = self._trim(row, action, verdict)
         health = ClusterHealth.from_model(view.model, view.reassignments_per_broker())
         moved = self.store.moved_bytes_since(self._clock() - HOUR)
         decision = self.policy.decide(action, health, moved)
@@ -210,10 +211,10 @@ class Executor(Moves):
         approved = [r for r in rows if r.state is State.APPROVED]
         if not approved:
             return
-        running = [(r.id, stored_action(r.record), r.journal) for r in rows
+        running = [(r.id, sharing.in_force(r), r.journal) for r in rows
                    if r.state in (State.EXECUTING, State.VERIFYING)]
         for row in approved:
-            action = stored_action(row.record)
+            action = sharing.in_force(row)
             why = sidebyside.blocker(action, self._read(action), running) if running else None
             if why is not None:
                 if row.journal.get("waiting") != why:
@@ -274,7 +275,7 @@ class Executor(Moves):
         """Advance one action by one step, from whatever state it is in."""
         if not self.is_leader():
             return
-        action = stored_action(row.record)
+        action = sharing.in_force(row)
         if row.id not in self._seen:
             self._seen.add(row.id)
             if row.state is not State.APPROVED:

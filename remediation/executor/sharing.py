@@ -13,13 +13,23 @@ partition this says which of three it is:
   online dir); the operator is paged with exactly that, and the fix waits for their
   decision (cancel theirs, then approve ours).
 - `BUSY`: anything else (say a decommission under way); the action does not race it.
+
+A `REPAIRING` or `BUSY` partition is trimmed from the action (`without`), which runs on
+the rest when their premises hold; the journal's `trimmed` names what it left out, and
+every later step reads the action as `in_force` (the stored record less those).
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 
+from remediation.executor.actions import stored_action
+from remediation.executor.store import ActionRow
 from remediation.executor.view import LiveView, Reassigning
+from schemas.plans import REASSIGNMENT_TYPES
 from schemas.records import Action
 from schemas.snapshot import Partition
 
@@ -80,9 +90,13 @@ def classify(name: str, p: Partition, r: Reassigning, view: LiveView) -> Theirs:
         elif not model.can_host(b):
             stuck.append(f"broker {b}, which it adds, has no online log dir")
     if stuck:
+        # The tool's --cancel cancels, then clears the rates of every broker its plan
+        # names: against a down one that call times out and the tool exits 1 (Kafka 4.4).
+        keep = (" --preserve-throttles, as a broker it names is down: its rates are cleared "
+                "by hand once it is back" if set(r.adding) - model.alive else "")
         return Theirs(name, NEVER, f"the operator's {shown} can never finish: "
-                      f"{'; '.join(stuck)}. Cancel it (kafka-reassign-partitions --cancel) "
-                      "or change its target; this fix waits for your decision")
+                      f"{'; '.join(stuck)}. Cancel it (kafka-reassign-partitions --cancel"
+                      f"{keep}) or change its target; this fix waits for your decision")
     offline = [x.broker for x in p.replicas if model.is_offline(x)]
     if offline and not set(offline) & set(ends_at):
         return Theirs(name, REPAIRING, f"{name} is being repaired by a reassignment in "
@@ -90,3 +104,25 @@ def classify(name: str, p: Partition, r: Reassigning, view: LiveView) -> Theirs:
                       f"{offline}); nothing proposed for it")
     return Theirs(name, BUSY, f"a {shown} is the operator's (removing {list(r.removing)}); "
                   "not racing it")
+
+
+def without(action: Action, names: Collection[str]) -> Action:
+    """The action less the partitions named ('t-0'): their targets and their elections."""
+    if not names:
+        return action
+
+    def keep(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [p for p in parts if f"{p['topic']}-{p['partition']}" not in names]
+
+    plan = dict(action.plan)
+    if action.type in REASSIGNMENT_TYPES:
+        plan["partitions"] = keep(plan["partitions"])
+    elif action.type == "rebalance_leaders":
+        for part in ("reassignment", "election"):
+            plan[part] = {**plan[part], "partitions": keep(plan[part]["partitions"])}
+    return dataclasses.replace(action, plan=plan)
+
+
+def in_force(row: ActionRow) -> Action:
+    """The stored action less the partitions trimmed from it (left to their operator)."""
+    return without(stored_action(row.record), row.journal.get("trimmed", ()))

@@ -19,6 +19,7 @@ so. A value an operator changes while the action runs is theirs: the restore lea
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from remediation.executor.view import LiveView
 from schemas.records import Action
@@ -34,6 +35,11 @@ MiB = 1024 * 1024
 
 # "broker:3" or "topic:orders" -> {config key: value}; None means "not set".
 Configs = dict[str, dict[str, str | None]]
+# "broker:3" -> {config key: (value, where from)}: what the broker applies while it has no
+# value of its own (the cluster-wide default or its server.properties).
+Beneath = dict[str, dict[str, tuple[str, str]]]
+_INHERITED = {"DYNAMIC_DEFAULT_BROKER_CONFIG": "the cluster-wide default",
+              "STATIC_BROKER_CONFIG": "the server.properties value"}
 
 
 def resource(kind: str, name: str | int) -> str:
@@ -84,14 +90,24 @@ def intra_broker(moves: Mapping[tuple[str, int, int], str], rate: int) -> Config
             for b in sorted({b for _, _, b in moves})}
 
 
-def merged(wanted: Configs, found: Configs) -> Configs:
+def inherited(synonyms: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """From DescribeConfigs' synonyms (highest precedence first): the value beneath the
+    broker's own and where it comes from; None when only Kafka's default is there."""
+    return next(((s["value"], _INHERITED[s["source"]]) for s in synonyms
+                 if s["source"] in _INHERITED and s["value"] is not None), None)
+
+
+def merged(wanted: Configs, found: Configs, beneath: Beneath | None = None) -> Configs:
     """`wanted`, with the replica lists already there kept ("*" stays "*") and a rate
-    already there kept when it is lower than ours (or not a number we can compare)."""
+    already there kept when it is lower than ours (or not a number we can compare). A
+    broker with no rate of its own applies the one `beneath`; when that is the stricter,
+    the key is left out: the broker keeps applying the operator's default."""
     out: Configs = {}
     for res, keys in wanted.items():
         out[res] = {}
         for key, value in keys.items():
             before = found.get(res, {}).get(key)
+            below = (beneath or {}).get(res, {}).get(key)
             if key in REPLICA_LISTS and before:
                 if before.strip() == "*":
                     value = "*"
@@ -99,14 +115,17 @@ def merged(wanted: Configs, found: Configs) -> Configs:
                     value = _join(set(_items(before)) | set(_items(value or "")))
             elif key in RATES and before is not None and _stricter(before, value):
                 value = before
+            elif key in RATES and before is None and below and _stricter(below[0], value):
+                continue
             out[res][key] = value
-    return out
+    return {res: keys for res, keys in out.items() if keys}
 
 
-def kept(wanted: Configs, found: Configs) -> list[str]:
+def kept(wanted: Configs, found: Configs, beneath: Beneath | None = None) -> list[str]:
     """Audit lines for what an operator had that the action keeps: 'broker 0 keeps the
-    existing 20000 B/s, lower than our 50 MiB/s (leader/follower.replication.throttled.rate)'
-    and 'topic orders keeps its throttled replicas (leader: 7:2), ours added'."""
+    existing 20000 B/s, lower than our 50 MiB/s (leader/follower.replication.throttled.rate)',
+    'broker 1 keeps the cluster-wide default 20000 B/s, ...' and 'topic orders keeps its
+    throttled replicas (leader: 7:2), ours added'."""
     lines = []
     for res, keys in sorted(wanted.items()):
         kind, name = split(res)
@@ -114,15 +133,21 @@ def kept(wanted: Configs, found: Configs) -> list[str]:
         lists: list[str] = []
         for key, value in sorted(keys.items()):
             before = found.get(res, {}).get(key)
+            below = (beneath or {}).get(res, {}).get(key)
+            if before is None and below is not None and key in RATES \
+                    and _stricter(below[0], value):
+                rates.setdefault((f"{below[1]} {rate_text(below[0])}", value or ""),
+                                 []).append(key)
             if before is None or before == value:
                 continue
             if key in RATES and _stricter(before, value):
-                rates.setdefault((before, value or ""), []).append(key)
+                rates.setdefault((f"the existing {rate_text(before)}", value or ""),
+                                 []).append(key)
             elif key in REPLICA_LISTS and before.strip():
                 lists.append(f"{key.split('.')[0]}: {before.strip()}")
         for (before, ours), names in rates.items():
-            lines.append(f"{kind} {name} keeps the existing {rate_text(before)}, lower than "
-                         f"our {rate_text(ours)} ({_names(names)})")
+            lines.append(f"{kind} {name} keeps {before}, lower than our {rate_text(ours)} "
+                         f"({_names(names)})")
         if lists:
             lines.append(f"{kind} {name} keeps its throttled replicas "
                          f"({'; '.join(lists)}), ours added")

@@ -41,12 +41,14 @@ class Throttles:
             return  # set by an earlier step or an earlier executor
         keys = {k for keys in wanted.values() for k in keys}
         found = self.cluster.configs(wanted, keys)
-        target = throttle.merged(wanted, found)
+        beneath = self.cluster.beneath(
+            [r for r in wanted if throttle.split(r)[0] == "broker"], keys & throttle.RATES)
+        target = throttle.merged(wanted, found, beneath)
         known[kind] = {"saved": throttle.saved_values(target, found), "set": target,
                        "restored": False}
         self.store.update_journal(action_id, throttles=known)
         self.cluster.alter_configs(throttle.changes(target, found))
-        for line in throttle.kept(wanted, found):
+        for line in throttle.kept(wanted, found, beneath):
             self.store.note(action_id, ACTOR, line)
         self.store.note(action_id, ACTOR, f"throttle set: {throttle.describe(target)}")
         self._await_brokers(action_id, target, "throttle")

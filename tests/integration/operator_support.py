@@ -1,6 +1,6 @@
-"""An operator at work beside kafka-selfheal: the real `kafka-reassign-partitions` tool
-from the broker's own jars (its main class per Kafka line: sandbox/versions.py), and the
-throttle configs they set by hand."""
+"""An operator at work beside kafka-selfheal: the real `kafka-reassign-partitions` and
+`kafka-configs` tools from the broker's own jars (their main classes per Kafka line:
+sandbox/versions.py), and the throttle configs they set by hand."""
 
 from __future__ import annotations
 
@@ -20,11 +20,24 @@ def reassign_tool(state: SandboxState, work: Path, name: str,
     plan = work / f"{name}.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [
         {"topic": t, "partition": p, "replicas": r} for (t, p), r in sorted(targets.items())]}))
+    return _tool(state, versions.line(state.kafka).reassign_tool,
+                 "--reassignment-json-file", str(plan), *args)
+
+
+def default_rates(state: SandboxState, *args: str) -> str:
+    """kafka-configs on the cluster-wide broker default (`--entity-default`), as an
+    operator sets one: `--alter --add-config k=v`, `--delete-config k`, `--describe`."""
+    return _tool(state, versions.line(state.kafka).configs_tool,
+                 "--entity-type", "brokers", "--entity-default", *args)
+
+
+def _tool(state: SandboxState, main: str, *args: str) -> str:
+    """One of Kafka's command-line tools from the broker's own jars; its stdout. Fails the
+    test with the tool's stderr if it fails."""
     line = versions.line(state.kafka)
     cmd = [jvm.java(), "-Xmx256m", *jvm.SMALL_MACHINE_JVM_OPTIONS,
-           "-cp", jars.classpath(line.jars_role), line.reassign_tool,
-           "--bootstrap-server", state.bootstrap_servers,
-           "--reassignment-json-file", str(plan), *args]
+           "-cp", jars.classpath(line.jars_role), main,
+           "--bootstrap-server", state.bootstrap_servers, *args]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, f"{' '.join(args)}: {done.stdout}\n{done.stderr}"
     return done.stdout

@@ -55,6 +55,9 @@ class Cluster:
         for r, values in configs.items():
             self.set.setdefault(r, {}).update(values)
 
+    def beneath(self, brokers: Any, keys: Any) -> dict[str, dict[str, tuple[str, str]]]:
+        return {}  # no cluster-wide default, no rate in server.properties
+
     def elect_preferred(self, partitions: Any) -> dict[Any, str]:
         return {}
 

@@ -71,6 +71,7 @@ class _LateBrokers:
         self.applied: dict[str, dict[str, str | None]] = {}
         self.pending: list[tuple[int, dict[str, dict[str, str | None]]]] = []
         self.describes = 0
+        self.default: dict[str, str] = {}  # the operator's cluster-wide default rates
 
     def configs(self, resources, keys):  # type: ignore[no-untyped-def]
         self.describes += 1
@@ -82,6 +83,11 @@ class _LateBrokers:
 
     def alter_configs(self, configs) -> None:  # type: ignore[no-untyped-def]
         self.pending.append((self.describes + self.lag, configs))
+
+    def beneath(self, brokers, keys):  # type: ignore[no-untyped-def]
+        """The cluster-wide default an operator set (broker resource ""), if any."""
+        return {r: {k: (self.default[k], "the cluster-wide default") for k in keys
+                    if k in self.default} for r in brokers}
 
 
 def test_a_restore_returns_once_every_broker_reports_it_and_says_when_one_is_late(
@@ -208,3 +214,38 @@ def test_a_throttle_left_on_a_down_broker_is_put_back_when_it_returns(tmp_path: 
     reasons = [e.reason for e in store.audit(action.action_id)]
     assert reasons[-1] == (f"broker:2 back: the throttle left on it put back: "
                            f"broker:2 {DIR_RATE}=(unset)")
+
+
+def test_a_lower_cluster_wide_default_is_kept_and_never_deleted(tmp_path: Path) -> None:
+    """An operator's default (kafka-configs --entity-default) applies to every broker
+    without a rate of its own: where it is the stricter, ours is not set over it."""
+    store = ActionStore(tmp_path / "actions.db")
+    action = parse_action(fix_offline())
+    store.propose(action)
+    cluster = _LateBrokers(lag=0)
+    cluster.default = {LEADER_RATE: "20000", FOLLOWER_RATE: "20000"}
+    cluster.applied = {"broker:1": {LEADER_RATE: str(100 * 1024 * 1024)}}  # its own, higher
+    ours = str(50 * 1024 * 1024)
+    wanted = {"broker:0": {LEADER_RATE: ours, FOLLOWER_RATE: ours},
+              "broker:1": {LEADER_RATE: ours, FOLLOWER_RATE: ours}}
+    Throttles(store, cluster).apply(action.action_id, "inter", wanted)  # type: ignore[arg-type]
+    # Broker 0 still applies the default; broker 1's own rate (over the default) is
+    # lowered to ours, and its follower rate, the default's, is left to the default.
+    assert cluster.applied == {"broker:1": {LEADER_RATE: ours}}
+    reasons = [e.reason for e in store.audit(action.action_id)]
+    assert ("broker 0 keeps the cluster-wide default 20000 B/s, lower than our 50 MiB/s "
+            "(leader/follower.replication.throttled.rate)") in reasons, reasons
+    assert (f"broker 1 keeps the cluster-wide default 20000 B/s, lower than our 50 MiB/s "
+            f"({FOLLOWER_RATE})") in reasons, reasons
+    Throttles(store, cluster).restore(action.action_id)  # type: ignore[arg-type]
+    assert cluster.applied == {"broker:1": {LEADER_RATE: str(100 * 1024 * 1024)}}
+
+
+def test_a_higher_cluster_wide_default_is_overridden_per_broker_and_comes_back() -> None:
+    ours = str(50 * 1024 * 1024)
+    wanted = {"broker:0": {LEADER_RATE: ours, FOLLOWER_RATE: ours}}
+    default = {"broker:0": {LEADER_RATE: (str(10**9), "the cluster-wide default")}}
+    target = merged(wanted, {"broker:0": {LEADER_RATE: None, FOLLOWER_RATE: None}}, default)
+    assert target == wanted  # ours, per broker; the default itself is never written
+    # Restored: the per-broker keys deleted, so the broker applies the default again.
+    assert saved_values(target, {}) == {"broker:0": {LEADER_RATE: None, FOLLOWER_RATE: None}}
