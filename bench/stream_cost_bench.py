@@ -16,6 +16,7 @@ Figures are printed, never asserted. `python -m bench.stream_cost_bench [--batch
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import tempfile
@@ -55,8 +56,10 @@ def _minus(after: dict[str, float], before: dict[str, float]) -> dict[str, float
     return {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
 
 
-def scrape(cluster_id: str, brokers: int = 3, dirs: int = 2, sizes: int = 10) -> list[bytes]:
-    """One scrape of a quiet cluster, as the metrics collector writes it."""
+def scrape(cluster_id: str, brokers: int = 3, dirs: int = 2, sizes: int = 10,
+           gauges: bool = True) -> list[bytes]:
+    """One scrape of a quiet cluster, as the metrics collector writes it; without
+    ``gauges``, only the partition sizes (every record stops in the JVM)."""
     when = clock.text()
     head = f'{{"version":1,"cluster_id":"{cluster_id}","event_time":"{when}","broker":'
     out = []
@@ -64,6 +67,8 @@ def scrape(cluster_id: str, brokers: int = 3, dirs: int = 2, sizes: int = 10) ->
         rack = f'"rack":"rack{b % 3 + 1}",'
         out += [f'{head}{b},{rack}"metric":"kafka_log_size","labels":{{"topic":"t",'
                 f'"partition":"{p}"}},"value":{p * 1024}}}'.encode() for p in range(sizes)]
+        if not gauges:
+            continue
         out += [f'{head}{b},{rack}"metric":"kafka_log_log_directory_offline","labels":'
                 f'{{"log_dir":"/data/d{d}"}},"value":0}}'.encode() for d in range(dirs)]
         out.append(f'{head}{b},{rack}"metric":"kafka_log_offline_log_directory_count",'
@@ -126,8 +131,8 @@ class CostJob:
         spark.stop(self.spark)
 
 
-def measure(job: CostJob, config: Any, batches: int, quiet_s: float, warm: int = 4
-            ) -> dict[str, Any]:
+def measure(job: CostJob, config: Any, batches: int, quiet_s: float, warm: int = 4,
+            gauges: bool = True) -> dict[str, Any]:
     """CPU per idle batch (by process kind), Spark's phases, the quiet job's cost."""
     from core.bus import producer
 
@@ -141,7 +146,7 @@ def measure(job: CostJob, config: Any, batches: int, quiet_s: float, warm: int =
         before_n = len(job.progress)
         time.sleep(1.5)  # the previous batch's commit is over
         before = tree_cpu()
-        for record in scrape(cluster_id):
+        for record in scrape(cluster_id, gauges=gauges):
             send.produce(topic, record, cluster_id.encode())
         send.flush(10)
         job.wait_batches(before_n + 1)
@@ -191,18 +196,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quiet", type=float, default=20.0, help="seconds with no input")
     parser.add_argument("--conf", action="append", default=[],
                         help="a Spark setting for the job, key=value (a lever to try)")
+    parser.add_argument("--trigger", type=float, default=None,
+                        help="the trigger interval, seconds (default: the product's)")
+    parser.add_argument("--sizes-only", action="store_true",
+                        help="then, in the same job, idle batches of partition sizes only: "
+                             "what a batch costs when no record reaches Python")
     args = parser.parse_args(argv)
     conf = dict(c.split("=", 1) for c in args.conf)
     print(f"stream cost: the job's fixed cost on a 3-broker sandbox, load {os.getloadavg()}"
-          + (f"; with {conf}" if conf else ""))
+          + (f"; with {conf}" if conf else "")
+          + (f"; trigger {args.trigger:g} s" if args.trigger is not None else ""))
     with tempfile.TemporaryDirectory(prefix="selfheal-bench-cost-") as tmp:
         work = Path(tmp)
         state = cluster.up(work / "sandbox")
         try:
             config = _config(state, work, f"cost{uuid.uuid4().hex[:4]}.")
+            if args.trigger is not None:
+                config = dataclasses.replace(config, stream=dataclasses.replace(
+                    config.stream, trigger_interval_seconds=args.trigger))
             job = CostJob(config, conf)
             try:
                 report("idle", measure(job, config, args.batches, args.quiet))
+                if args.sizes_only:
+                    report("sizes only", measure(job, config, args.batches, args.quiet,
+                                                 warm=1, gauges=False))
             finally:
                 job.stop()
         finally:

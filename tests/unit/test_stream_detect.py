@@ -381,3 +381,23 @@ def test_a_broker_that_stops_after_its_dir_failed_is_paged_not_re_replicated_twi
     decisions = run.batch(BrokerGone(T0 + 5000, 0), snap(T0 + 70_000, dead={0},
                                                           offline={(0, "/b0/d1")}))
     assert [d.type for d in decisions] == [PAGE]
+
+
+def test_two_brokers_killed_at_once_are_two_deaths_and_a_prior_signal_makes_a_later_page():
+    # The chaos test's settings (a 20 s death grace, the 60 s return grace). Killed with no
+    # failure signal: two dead-broker decisions at the death grace. A dir signal read
+    # before a deregistration makes that broker a departure instead, paged only after the
+    # return grace: a page 20 s after the death is never that one.
+    settings = DetectSettings(broker_death_grace_ms=20_000, broker_return_grace_ms=60_000)
+    run = Run(settings)
+    run.batch(snap(T0 - 60_000))
+    run.batch(BrokerGone(T0, 1), BrokerGone(T0 + 100, 2))
+    decisions = run.batch(snap(T0 + 21_000, dead={1, 2}))
+    assert [(d.type, d.broker) for d in decisions] == [(DEAD_BROKER, 1), (DEAD_BROKER, 2)]
+    signalled = Run(settings)
+    signalled.batch(snap(T0 - 60_000))
+    signalled.batch(Failure(T0 - 500, METRIC, 1), BrokerGone(T0, 1), BrokerGone(T0 + 100, 2))
+    assert [(d.type, d.broker) for d in signalled.batch(snap(T0 + 21_000, dead={1, 2}))] == [
+        (DEAD_BROKER, 2)]
+    (page,) = signalled.batch(snap(T0 + 61_000, dead={1, 2}))
+    assert (page.type, page.broker) == (PAGE, 1) and "stopped after" in page.reason

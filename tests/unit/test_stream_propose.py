@@ -328,3 +328,36 @@ def test_the_steps_say_when_no_healthy_dir_has_room_for_what_was_lost():
                   [partition("t", 0, [(0, "/d1", GIB), (1, "/d2", GIB)], leader=0)]))
     steps = same_broker_steps(m, 1, ["/d2"], 3 * GIB)
     assert "healthy dirs: /d1 1.0 GiB free) (no healthy dir has room for all of it" in steps
+
+
+def two_dead(pairs: list[tuple[int, int]]) -> dict[str, Any]:
+    """The chaos test's 4-broker, 2-rack sandbox (rack of b: b % 2) after brokers 1 and 2
+    were fenced: its 8-partition RF-2 topic on ``pairs`` (Kafka's striped placer pairs the
+    racks' brokers in lockstep, so a topic holds one pairing or the other), a bus topic of
+    RF 3; leaders and ISRs as the controller leaves them."""
+    dead = {1, 2}
+    bs = [broker(b, f"rack{b % 2 + 1}", ("/d1",), alive=b not in dead) for b in (1, 2, 3, 4)]
+    ps = []
+    for topic, layouts in (("t", pairs * 4), ("bus", [(1, 2, 3), (2, 3, 4), (3, 4, 1)])):
+        for i, replicas in enumerate(layouts):
+            live = [b for b in replicas if b not in dead]
+            ps.append(partition(topic, i, list(replicas), leader=live[0] if live else -1,
+                                isr=live or [replicas[0]]))
+    return doc(bs, ps)
+
+
+def test_two_dead_brokers_paired_in_every_partition_leave_nothing_to_move_only_a_page():
+    # Why the chaos test of two dead brokers once saw two pages and no fix for its breaker
+    # to stop: Kafka had paired brokers 1 and 2 in every partition of its topic; each
+    # partition lost both copies, and an RF-3 topic cannot be whole again on two brokers.
+    dead_one = decision(DEAD_BROKER, 1, None, (), trigger_kind=BROKER_LEFT,
+                        reason="broker 1 left the cluster and has not come back in 20 s")
+    (page,) = Proposer(Reads(two_dead([(1, 2), (3, 4)]))).actions(dead_one)
+    assert page.type == PAGE and page.trigger.kind == BROKER_LEFT
+    assert "no online replica: every copy is offline: t (4 partitions)" in page.plan["message"]
+    # The other pairing: broker 1's partner survives in every partition it held.
+    fix, page = Proposer(Reads(two_dead([(1, 4), (3, 2)]))).actions(dead_one)
+    assert fix.type == FIX_OFFLINE and {(p["topic"], p["partition"])
+                                         for p in fix.plan["partitions"]} == {
+        ("t", 0), ("t", 2), ("t", 4), ("t", 6)}
+    assert page.type == PAGE and {u["topic"] for u in page.plan["partitions"]} == {"bus"}
