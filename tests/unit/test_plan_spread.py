@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.plan import recovery
-from core.plan.bounds import lower_bounds
+from core.plan.bounds import fewest_replicas, lower_bounds
 from core.plan.offline import explain, plan_offline, received, work
 from core.plan.spread import Job, Receiver, spread
 from tests.unit.plan_snapshots import model
@@ -69,6 +69,8 @@ def test_small_clusters_come_within_5_percent_of_the_exact_optimum(m):
     # 3), and the objective puts bytes first.
     assert max(count.values()) <= 1.25 * best_count + 1
     assert lower_bounds(jobs, receivers) <= (best_bytes, fewest)  # the bound is one
+    # and so is the replica bound among the plans at the least bytes
+    assert fewest_replicas(jobs, receivers, best_bytes) <= best_count
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
