@@ -152,6 +152,7 @@ def _plan(ordered: list[Job], receivers: list[Receiver], bounds: tuple[int, int]
     rounds = 4 * len(ordered) + 16
     improver = Improver(ordered, placed, state)
     improver.run(rounds, bounds[0])
+    improver.run(rounds, bounds[0], two=True)  # where the first is stuck: bytes no worse
     improver.even_counts(rounds, bounds[1], bounds[0])
     return placed, state
 

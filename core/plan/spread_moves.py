@@ -46,7 +46,7 @@ class Improver:
             items.sort()
         self.brokers = sorted(state.got)
 
-    def run(self, rounds: int, bound: int) -> None:
+    def run(self, rounds: int, bound: int, two: bool = False) -> None:
         """Lower the most bytes received; stop within 0.1% of `bound` (the lower bound).
         Each round: the best move or swap off the busiest, else the best two-step chain,
         else the first `path` (every broker on it under the peak after)."""
@@ -58,7 +58,7 @@ class Improver:
             b = min(x for x in self.brokers if got[x] == top)
             by_load = sorted(self.brokers, key=lambda x: (got[x], x))
             steps = (self.move_or_swap(b, top, by_load) or self.chain(b, top, by_load)
-                     or self.path(b, top - 1))
+                     or self.path(b, top - 1, two=two))
             if not steps:
                 return
             for step in steps:
@@ -101,7 +101,8 @@ class Improver:
                         best = key
         return [] if best is None else [(best[2], b, best[3])]
 
-    def path(self, b: int, limit: int, most: int | None = None) -> list[Step]:
+    def path(self, b: int, limit: int, most: int | None = None, two: bool = False
+             ) -> list[Step]:
         """Moves B -> C1 -> ... -> D (at most CHAIN_HOPS), each of a different job: each
         broker passes one replica on and keeps at most `limit` bytes, D takes the last
         within `limit` (and, with `most`, ends two replicas under it). A broker may come
@@ -141,6 +142,8 @@ class Improver:
             if hops == CHAIN_HOPS:
                 continue
             moved = {k for k, _, _ in steps}
+            if two and (pair := self.pass_two(c, load - limit, limit, steps, moved)):
+                return [*steps, *pair]
             items = self.on[c]
             for t, k2 in items[bisect_left(items, (load - limit, -1)):]:
                 if k2 in moved:
@@ -149,6 +152,44 @@ class Improver:
                     if d != c and (d, hops + 1) not in done and self.fits(k2, c, d):
                         offer(d, hops + 1, t, [*steps, (k2, c, d)])
         return []
+
+    def pass_two(self, c: int, excess: int, limit: int, steps: list[Step], moved: set[int]
+                 ) -> list[Step]:
+        """Two of C's replicas, each smaller than `excess` (one that is not would make C
+        the path's end by itself), each to the broker with the most room under `limit`
+        that may take it, the path's moves counted; together at least `excess`. The
+        pair passing on the fewest bytes, then by job positions. Where a path ends at a
+        broker that must pass two replicas on."""
+        after = dict.fromkeys(self.brokers, 0)
+        for k, src, dst in steps:
+            size = self.ordered[k].size
+            after[src] -= size
+            after[dst] += size
+        room = {d: limit - self.state.got[d] - after[d] for d in self.brokers}
+        options: list[tuple[int, int, list[int]]] = []  # (size, job position, targets)
+        for t, k in self.on[c]:
+            if t >= excess:
+                break
+            if k in moved:
+                continue
+            targets = sorted((d for d in self.brokers
+                              if d != c and room[d] >= t and self.fits(k, c, d)),
+                             key=lambda d: (-room[d], d))
+            if targets:
+                options.append((t, k, targets))
+        best: tuple[int, int, int, int, int] | None = None
+        for x, (tx, kx, dx) in enumerate(options):
+            for ty, ky, dy in options[x + 1:]:
+                if tx + ty < excess or (best is not None and tx + ty > best[0]):
+                    continue
+                d1 = dx[0]
+                d2 = next((d for d in dy if d != d1 or room[d] >= tx + ty), None)
+                if d2 is not None and (best is None or (tx + ty, kx, ky) < best[:3]):
+                    best = (tx + ty, kx, ky, d1, d2)
+        if best is None:
+            return []
+        _, kx, ky, d1, d2 = best
+        return [(kx, c, d1), (ky, c, d2)]
 
     def count_exchange(self, b: int, most: int, ceiling: int) -> list[Step]:
         got, count = self.state.got, self.state.count

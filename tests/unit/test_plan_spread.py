@@ -102,6 +102,17 @@ def test_a_three_move_cycle_lowers_the_peak_where_no_move_swap_or_chain_does():
     assert max(got.values()) == 1164 == optimum(jobs, receivers)[0]
 
 
+def test_a_broker_on_the_path_passes_two_replicas_on_where_one_is_not_enough():
+    # Largest first: 2136 to broker 1 (it holds less), 720 and 538 to 0, 124 (it may
+    # not go to 0) to 1: 2260 on 1. No move, swap, chain or one-replica path lowers it;
+    # 2136 to 0 with 720 and 538 back to 1 does: the optimum, 2136.
+    receivers = [Receiver(0, None, False, 1), Receiver(1, None, False, 0)]
+    jobs = [Job(i, size, 1, frozenset(), frozenset(exclude)) for i, size, exclude in
+            ((0, 2136, ()), (1, 720, ()), (2, 538, ()), (3, 124, (0,)))]
+    got, _ = loads(jobs, spread(jobs, receivers))
+    assert max(got.values()) == 2136 == optimum(jobs, receivers)[0]
+
+
 def test_the_greedy_is_undone_where_one_move_lowers_the_peak():
     # Largest first: 3 then 3 go to brokers 0 and 1, then 2, 2, 2: one broker has 7 of
     # the 12 bytes. A swap of a 3 with a 2 gives 6 and 6, the optimum.
