@@ -12,7 +12,8 @@ step (the Rust port must give the same brokers).
    the rack rule still sends there, bytes received, replicas received, bytes held
    after, broker id); run with the shares and without, the better plan kept.
 2. Then moves, swaps and chains off the busiest receiver while one lowers its bytes
-   (`Improver.run`), and off the one with the most replicas while one lowers that
+   (`Improver.run`; once stuck, again with paths that may end at a broker passing two
+   replicas on), and off the one with the most replicas while one lowers that
    without raising the peak bytes past what counts as reached (`Improver.even_counts`).
    A chain (`Improver.path`) may pass through a broker twice: a cycle of moves. Failing
    all, several small replicas of the one with the most for one larger of another's
