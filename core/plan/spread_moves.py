@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from core.plan.spread import Job, _State
 
 CHAIN_HOPS = 4  # moves in one chain that evens out replicas
+FIRST_MOVES = 8  # B's replicas `paths_two` starts from one at a time: the search's cost
 
 Step = tuple[int, int, int]  # (job position in the greedy's order, from broker, to broker)
 
@@ -58,7 +59,7 @@ class Improver:
             b = min(x for x in self.brokers if got[x] == top)
             by_load = sorted(self.brokers, key=lambda x: (got[x], x))
             steps = (self.move_or_swap(b, top, by_load) or self.chain(b, top, by_load)
-                     or self.path(b, top - 1, two=two))
+                     or self.path(b, top - 1) or (two and self.paths_two(b, top - 1)))
             if not steps:
                 return
             for step in steps:
@@ -101,8 +102,8 @@ class Improver:
                         best = key
         return [] if best is None else [(best[2], b, best[3])]
 
-    def path(self, b: int, limit: int, most: int | None = None, two: bool = False
-             ) -> list[Step]:
+    def path(self, b: int, limit: int, most: int | None = None, two: bool = False,
+             first: tuple[int, int] | None = None) -> list[Step]:
         """Moves B -> C1 -> ... -> D (at most CHAIN_HOPS), each of a different job: each
         broker passes one replica on and keeps at most `limit` bytes, D takes the last
         within `limit` (and, with `most`, ends two replicas under it). A broker may come
@@ -119,7 +120,7 @@ class Improver:
                 best[d, hops] = (t, steps)
                 heapq.heappush(heap, (t, hops, d))
 
-        for s, k in self.on[b]:
+        for s, k in self.on[b] if first is None else [first]:
             if got[b] - s > limit:
                 continue
             for c in self.brokers:
@@ -151,6 +152,16 @@ class Improver:
                 for d in self.brokers:
                     if d != c and (d, hops + 1) not in done and self.fits(k2, c, d):
                         offer(d, hops + 1, t, [*steps, (k2, c, d)])
+        return []
+
+    def paths_two(self, b: int, limit: int) -> list[Step]:
+        """The first `path` that may end where a broker passes two replicas on, tried
+        from each of B's FIRST_MOVES largest replicas in turn, largest first (one search
+        from all of them keeps, per broker and hop, only the path that brings the fewest
+        bytes, which is the smallest replica's)."""
+        for first in self.on[b][::-1][:FIRST_MOVES]:
+            if steps := self.path(b, limit, two=True, first=first):
+                return steps
         return []
 
     def pass_two(self, c: int, excess: int, limit: int, steps: list[Step], moved: set[int]
