@@ -12,20 +12,22 @@ step (the Rust port must give the same brokers).
    the rack rule still sends there, bytes received, replicas received, bytes held
    after, broker id); run with the shares and without, the better plan kept.
 2. Then moves, swaps and chains off the busiest receiver while one lowers its bytes
-   (`_Improver.run`), and off the one with the most replicas while one lowers that
-   without raising the peak bytes past what counts as reached (`_Improver.even_counts`).
-   A chain (`_Improver.path`) may pass through a broker twice: a cycle of moves.
+   (`Improver.run`; once stuck, again with paths that may end at a broker passing two
+   replicas on), and off the one with the most replicas while one lowers that
+   without raising the peak bytes past what counts as reached (`Improver.even_counts`).
+   A chain (`Improver.path`) may pass through a broker twice: a cycle of moves. Failing
+   all, several small replicas of the one with the most for one larger of another's
+   (`Improver.count_bundle`). The improver lives in core/plan/spread_moves.py.
 """
 
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from core.plan.bounds import lower_bounds, rack_shares
+from core.plan.spread_moves import Improver
 
-CHAIN_HOPS = 4  # moves in one chain that evens out replicas
 _Entry = tuple[int, int, int, int]  # (bytes received, replicas received, bytes held, broker)
 
 
@@ -149,8 +151,9 @@ def _plan(ordered: list[Job], receivers: list[Receiver], bounds: tuple[int, int]
     # Each change lowers the loads sorted from the top, so the rounds end; the cap keeps
     # a pathological case from taking long (it is part of the algorithm: the port has it).
     rounds = 4 * len(ordered) + 16
-    improver = _Improver(ordered, placed, state)
+    improver = Improver(ordered, placed, state)
     improver.run(rounds, bounds[0])
+    improver.run(rounds, bounds[0], two=True)  # where the first is stuck: bytes no worse
     improver.even_counts(rounds, bounds[1], bounds[0])
     return placed, state
 
@@ -172,245 +175,3 @@ def _pick(tiers: tuple[_Tier, _Tier], racks: set[str | None], exclude: set[int],
     if best is None:
         raise ValueError("a job has fewer receivers than new replicas")
     return best[3][3]
-
-
-# --- improving -------------------------------------------------------------------------
-
-Step = tuple[int, int, int]  # (job position in the greedy's order, from broker, to broker)
-
-
-def _shape(job: Job, brokers: list[int], state: _State) -> tuple[int, int]:
-    """(racks spanned, degraded brokers) of a job's replicas: what a change must keep."""
-    racks = set(job.kept_racks)
-    racks.update(r for b in brokers if (r := state.rack[b]) is not None)
-    return len(racks), sum(state.degraded[b] for b in brokers)
-
-
-def _swapped(job: Job, brokers: list[int], out: int, into: int, state: _State) -> bool:
-    """True when `into` may replace `out` among the job's new brokers."""
-    if into in job.exclude or into in brokers:
-        return False
-    after = [into if b == out else b for b in brokers]
-    return _shape(job, after, state) == _shape(job, brokers, state)
-
-
-class _Improver:
-    """Moves, swaps and two-step chains off the busiest receiver while one lowers it."""
-
-    def __init__(self, ordered: list[Job], placed: dict[int, list[int]], state: _State) -> None:
-        self.ordered, self.placed, self.state = ordered, placed, state
-        # Per receiver: (size, job position) of its new replicas, sorted.
-        self.on: dict[int, list[tuple[int, int]]] = {b: [] for b in state.got}
-        for k, j in enumerate(ordered):
-            for b in placed[j.index]:
-                self.on[b].append((j.size, k))
-        for items in self.on.values():
-            items.sort()
-        self.brokers = sorted(state.got)
-
-    def run(self, rounds: int, bound: int) -> None:
-        """Lower the most bytes received; stop within 0.1% of `bound` (the lower bound).
-        Each round: the best move or swap off the busiest, else the best two-step chain,
-        else the first `path` (every broker on it under the peak after)."""
-        got = self.state.got
-        for _ in range(rounds):
-            top = max(got.values(), default=0)
-            if top * 1000 <= bound * 1001:
-                return
-            b = min(x for x in self.brokers if got[x] == top)
-            by_load = sorted(self.brokers, key=lambda x: (got[x], x))
-            steps = (self.move_or_swap(b, top, by_load) or self.chain(b, top, by_load)
-                     or self.path(b, top - 1))
-            if not steps:
-                return
-            for step in steps:
-                self.apply(step)
-
-    def even_counts(self, rounds: int, bound: int, bytes_bound: int) -> None:
-        """Lower the most replicas received without raising the most bytes received
-        past the ceiling: the peak bytes, or the bytes bound + 0.1% when higher (what
-        `run` counts as reached).
-
-        Each round takes the receiver with the most replicas (the lowest id among
-        equals), B, and stops at `bound`. A move of one of its replicas to a receiver C
-        with two replicas fewer that stays within the ceiling, the least key (C's
-        replicas after, C's bytes after, job order, C); else an exchange of two of B's
-        for one of C's, the least key (C's replicas after, the larger bytes after of B and
-        C, the job orders of B's two, C, the job order of C's); else a `path` to a D with
-        two replicas fewer."""
-        got, count = self.state.got, self.state.count
-        ceiling = max(max(got.values(), default=0), bytes_bound * 1001 // 1000)
-        for _ in range(rounds):
-            most = max(count.values(), default=0)
-            if most <= bound:
-                return
-            b = min(x for x in self.brokers if count[x] == most)
-            steps = (self.count_move(b, most, ceiling) or self.count_exchange(b, most, ceiling)
-                     or self.path(b, ceiling, most))
-            if not steps:
-                return
-            for step in steps:
-                self.apply(step)
-
-    def count_move(self, b: int, most: int, ceiling: int) -> list[Step]:
-        got, count = self.state.got, self.state.count
-        best: tuple[int, int, int, int] | None = None
-        for s, k in self.on[b]:
-            for c in self.brokers:
-                if count[c] + 1 < most and got[c] + s <= ceiling and self.fits(k, b, c):
-                    key = (count[c] + 1, got[c] + s, k, c)
-                    if best is None or key < best:
-                        best = key
-        return [] if best is None else [(best[2], b, best[3])]
-
-    def path(self, b: int, limit: int, most: int | None = None) -> list[Step]:
-        """Moves B -> C1 -> ... -> D (at most CHAIN_HOPS), each of a different job: each
-        broker passes one replica on and keeps at most `limit` bytes, D takes the last
-        within `limit` (and, with `most`, ends two replicas under it). A broker may come
-        back at a later hop (a cycle through B too), its bytes counted with the path's
-        moves. A Dijkstra search over (broker, hops) by the bytes arriving (less arriving
-        leaves more to pass on), ties by hops then broker id; the first D popped wins."""
-        got, count = self.state.got, self.state.count
-        # (broker, hops) -> (bytes arriving, the path of steps that brings them)
-        best: dict[tuple[int, int], tuple[int, list[Step]]] = {}
-        heap: list[tuple[int, int, int]] = []  # (bytes arriving, hops, broker)
-
-        def offer(d: int, hops: int, t: int, steps: list[Step]) -> None:
-            if (d, hops) not in best or t < best[d, hops][0]:
-                best[d, hops] = (t, steps)
-                heapq.heappush(heap, (t, hops, d))
-
-        for s, k in self.on[b]:
-            if got[b] - s > limit:
-                continue
-            for c in self.brokers:
-                if c != b and self.fits(k, b, c):
-                    offer(c, 1, s, [(k, b, c)])
-        done: set[tuple[int, int]] = set()
-        while heap:
-            s, hops, c = heapq.heappop(heap)
-            if (c, hops) in done or best[c, hops][0] != s:
-                continue
-            done.add((c, hops))
-            steps = best[c, hops][1]
-            load, n = got[c], count[c]
-            for k, src, dst in steps:
-                size = self.ordered[k].size
-                load += size * ((dst == c) - (src == c))
-                n += (dst == c) - (src == c)
-            if load <= limit and (most is None or n < most):
-                return steps
-            if hops == CHAIN_HOPS:
-                continue
-            moved = {k for k, _, _ in steps}
-            items = self.on[c]
-            for t, k2 in items[bisect_left(items, (load - limit, -1)):]:
-                if k2 in moved:
-                    continue
-                for d in self.brokers:
-                    if d != c and (d, hops + 1) not in done and self.fits(k2, c, d):
-                        offer(d, hops + 1, t, [*steps, (k2, c, d)])
-        return []
-
-    def count_exchange(self, b: int, most: int, ceiling: int) -> list[Step]:
-        got, count = self.state.got, self.state.count
-        mine = self.on[b]
-        best: tuple[int, ...] | None = None
-        for c in self.brokers:
-            if count[c] + 1 >= most:
-                continue
-            theirs = self.on[c]
-            fit_b = [self.fits(k, b, c) for _, k in mine]
-            for x in range(len(mine)):
-                if not fit_b[x]:
-                    continue
-                for y in range(x + 1, len(mine)):
-                    if not fit_b[y]:
-                        continue
-                    pair = mine[x][0] + mine[y][0]
-                    # C's replica of t bytes: C and B both stay within the ceiling.
-                    lo = bisect_left(theirs, (pair - (ceiling - got[c]), -1))
-                    hi = bisect_right(theirs, (pair + (ceiling - got[b]), len(self.ordered)))
-                    for t, k3 in theirs[lo:hi]:
-                        if not self.fits(k3, c, b):
-                            continue
-                        peak = max(got[c] + pair - t, got[b] - pair + t)
-                        key = (count[c] + 1, peak, mine[x][1], mine[y][1], c, k3)
-                        if best is None or key < best:
-                            best = key
-        if best is None:
-            return []
-        _, _, k1, k2, c, k3 = best
-        return [(k1, b, c), (k2, b, c), (k3, c, b)]
-
-    def fits(self, k: int, out: int, into: int) -> bool:
-        job = self.ordered[k]
-        return _swapped(job, self.placed[job.index], out, into, self.state)
-
-    def move_or_swap(self, b: int, top: int, by_load: list[int]) -> list[Step]:
-        got, count = self.state.got, self.state.count
-        best: tuple[int, ...] | None = None
-        for s, k in self.on[b]:
-            for c in by_load:
-                gc = got[c]
-                if gc >= top:
-                    break  # C would end at or above the peak (B itself among them)
-                if gc + s < top and self.fits(k, b, c):
-                    key = (max(top - s, gc + s), 0, count[c] + 1, k, c, -1)
-                    if best is None or key < best:
-                        best = key
-                items = self.on[c]  # swaps: C's replicas of t bytes, gc + s - top < t < s
-                lo = bisect_right(items, (gc + s - top, len(self.ordered)))
-                hi = bisect_left(items, (s, -1))
-                for t, k2 in items[lo:hi]:
-                    peak = max(top - s + t, gc - t + s)
-                    if best is not None and peak > best[0]:
-                        continue
-                    if self.fits(k, b, c) and self.fits(k2, c, b):
-                        key = (peak, 1, count[c], k, c, k2)
-                        if best is None or key < best:
-                            best = key
-        if best is None:
-            return []
-        _, kind, _, k, c, k2 = best
-        return [(k, b, c)] if kind == 0 else [(k, b, c), (k2, c, b)]
-
-    def chain(self, b: int, top: int, by_load: list[int]) -> list[Step]:
-        """B's replica to C, which passes one of its own (t bytes) on to D."""
-        got = self.state.got
-        best: tuple[int, ...] | None = None
-        for s, k in self.on[b]:
-            for c in by_load:
-                gc = got[c]
-                if gc >= top:
-                    break
-                if not self.fits(k, b, c):
-                    continue
-                items = self.on[c]
-                lo = bisect_right(items, (gc + s - top, len(self.ordered)))
-                for t, k2 in items[lo:]:
-                    for d in by_load:
-                        gd = got[d]
-                        if gd + t >= top:
-                            break
-                        if d == b or not self.fits(k2, c, d):
-                            continue
-                        key = (max(top - s, gc + s - t, gd + t), k, c, k2, d)
-                        if best is None or key < best:
-                            best = key
-                        break  # the lightest D that fits: the rest only weigh more
-        if best is None:
-            return []
-        _, k, c, k2, d = best
-        return [(k, b, c), (k2, c, d)]
-
-    def apply(self, step: Step) -> None:
-        k, src, dst = step
-        job = self.ordered[k]
-        brokers = self.placed[job.index]
-        brokers[brokers.index(src)] = dst
-        self.on[src].remove((job.size, k))
-        self.state.add(src, job.size, -1)
-        items = self.on[dst]
-        items.insert(bisect_left(items, (job.size, k)), (job.size, k))
-        self.state.add(dst, job.size)
