@@ -107,12 +107,20 @@ class CollectorRun:
             except Exception as exc:
                 self.telemetry.failed(reason)
                 if self.once:
-                    raise CollectError(f"{what} failed: {_describe(exc)}; {hint}") from exc
+                    raise CollectError(f"{what} failed: {self.explain(exc, hint)}") from exc
                 delay = backoff.failure()
-                self.log(f"ERROR {what} failed: {_describe(exc)}; {hint}; "
+                self.log(f"ERROR {what} failed: {self.explain(exc, hint)}; "
                          f"retrying in {delay:.1f} s")
                 self.wait(delay)
         return None
+
+    def explain(self, exc: BaseException, hint: str) -> str:
+        """A failure and what to do: a denial names the ACL to add (``hint``, about
+        reaching the cluster, would mislead); anything else, ``hint``."""
+        from core.acls import denial
+
+        denied = denial(exc, self.config.cluster_security)
+        return denied if denied is not None else f"{_describe(exc)}; {hint}"
 
     def open_sink(self) -> RecordSink | None:
         """Create the selfheal.* topics if missing and open the producer; None if stopped."""
@@ -173,7 +181,7 @@ class Periodic:
             delay = self._backoff.failure()
             self.due = time.monotonic() + delay
             self.run.telemetry.failed("unreachable", time.monotonic() - started)
-            self.run.log(f"ERROR {self.what} failed: {_describe(exc)}; {self.hint}; "
+            self.run.log(f"ERROR {self.what} failed: {self.run.explain(exc, self.hint)}; "
                          f"retrying in {delay:.1f} s")
             return False, None
         self._backoff.success()
