@@ -157,6 +157,19 @@ def write_targets(path: Path, targets: Mapping[str, str], labels: Mapping[str, s
     tmp.replace(path)  # Prometheus must never read half a file
 
 
+def _exporter_auth(state: SandboxState) -> dict:
+    """HTTPS and basic auth for the secured sandbox's exporters (the password read from
+    its file by Prometheus itself)."""
+    if state.security is None:
+        return {}
+    from sandbox.secure import exporter_section
+
+    section = exporter_section(state.security)
+    return {"scheme": "https", "tls_config": {"ca_file": section["ssl_ca_file"]},
+            "basic_auth": {"username": section["username"],
+                           "password_file": section["password_file"]}}
+
+
 def config(state: SandboxState, targets_file: Path, alertmanager_url: str | None) -> dict:
     """The Prometheus configuration for ``state`` (JSON is YAML, so it is written as JSON)."""
     cluster = {"cluster": state.cluster_id}
@@ -174,7 +187,7 @@ def config(state: SandboxState, targets_file: Path, alertmanager_url: str | None
         "rule_files": [str(RULES_DIR / "*.yml")],
         "alerting": _alerting(alertmanager_url),
         "scrape_configs": [
-            {"job_name": "kafka", "static_configs": exporters},
+            {"job_name": "kafka", "static_configs": exporters, **_exporter_auth(state)},
             {"job_name": "selfheal",
              "file_sd_configs": [{"files": [str(targets_file)], "refresh_interval": "5s"}]},
             {"job_name": "prometheus",

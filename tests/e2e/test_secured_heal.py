@@ -61,7 +61,7 @@ def test_a_failed_disk_is_healed_with_each_piece_on_its_own_acls(secured, tmp_pa
                                                                  record_property) -> None:
     security = secured.security
     assert security is not None
-    secrets = {f"password of {p}": security.password(p) for p in security.principals}
+    secrets = {f"the secret in {name}": value for name, value in security.secrets().items()}
     secrets["the action signing key"] = str(secured.action_signing_key)
 
     def no_secret_anywhere(the_loop: loop.Loop) -> None:

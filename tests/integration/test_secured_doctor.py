@@ -43,8 +43,8 @@ def doctor(state: SandboxState, principal: str, *args: str, **env: str):
             "SELFHEAL_CONFIG": str(grants.config_file(security, principal)), **env}
     out = subprocess.run([*SELFHEAL, "doctor", "--timeout", "5", *args], capture_output=True,
                          text=True, env=full, timeout=180)
-    secrets = [security.password(p) for p in security.principals]
-    assert not [s for s in secrets if s in out.stdout + out.stderr], "a password leaked"
+    leaked = [n for n, s in security.secrets().items() if s in out.stdout + out.stderr]
+    assert not leaked, f"{leaked} leaked"
     return out
 
 
@@ -52,7 +52,7 @@ def statuses(out) -> dict[str, dict[str, str]]:
     return {c["check"]: c for c in json.loads(out.stdout)["checks"]}
 
 
-@pytest.mark.parametrize("principal,process", [("selfheal-serve", None),
+@pytest.mark.parametrize("principal,process", [("selfheal-serve", "serve"),
                                                ("selfheal-collect", "collect-snapshots"),
                                                ("selfheal-airflow", "airflow")])
 def test_each_process_config_passes_the_doctor(secured, principal, process):
@@ -63,7 +63,7 @@ def test_each_process_config_passes_the_doctor(secured, principal, process):
     assert "SCRAM-SHA-512 user " + principal in checks["cluster"]["detail"]
     probes = [c for name, c in checks.items() if name.startswith("acl ")]
     assert probes and all(c["status"] == "ok" for c in probes)
-    assert len(probes) == (4 if process is None else 1)
+    assert len(probes) == (4 if process == "serve" else 1)
 
 
 def test_the_collector_is_told_it_may_not_alter_the_cluster(secured):
@@ -186,7 +186,7 @@ def test_a_running_collector_names_a_revoked_acl_backs_off_and_recovers(secured)
     finally:
         assert collector.stop() == 0
     text = collector.text()
-    assert not [p for p in security.principals if security.password(p) in text]
+    assert not [n for n, s in security.secrets().items() if s in text]
 
 
 def test_the_executor_names_a_revoked_alter_and_moves_once_it_is_granted_back(secured):
@@ -230,3 +230,44 @@ def test_the_executor_names_a_revoked_alter_and_moves_once_it_is_granted_back(se
         assert executor.reassignments() == {}  # nothing was started
         until(True)
         assert executor.reassign({(topic, 0): [other]}) == {}
+
+
+def test_the_exporters_answer_only_https_with_the_scrape_password(secured, tmp_path):
+    """The doctor passes every exporter for the metrics collector's config; with a wrong
+    password each fails in one line naming the setting, and so does the collector's scrape
+    (no hint about the agent, which runs)."""
+    from core.bus import ensure_topics
+
+    security = secured.security
+    assert security is not None
+    checks = statuses(doctor(secured, "selfheal-collect", "--json", "--process",
+                             "collect-metrics"))
+    exporters = {n: c for n, c in checks.items() if n.startswith("exporter ")}
+    assert sorted(exporters) == sorted(f"exporter {b.exporter_url}" for b in secured.brokers)
+    assert all(n.startswith("exporter https://") and c["status"] == "ok"
+               for n, c in exporters.items()), exporters
+    wrong = tmp_path / "wrong.password"
+    wrong.write_text("not-the-password\n")
+    wrong.chmod(0o600)
+    out = doctor(secured, "selfheal-collect", "--process", "collect-metrics",
+                 SELFHEAL_CLUSTER_EXPORTER_SECURITY_PASSWORD_FILE=str(wrong))
+    assert out.returncode == 1
+    failed = [x for x in out.stdout.splitlines() if x.startswith("FAIL exporter https://")]
+    assert len(failed) == len(secured.brokers), out.stdout
+    assert all(x.endswith(": HTTP 401 Unauthorized -> check [cluster.exporter_security] "
+                          "username and password") for x in failed), failed
+    ensure_topics(_config_of(secured, "selfheal-serve"))
+    config = {"SELFHEAL_CONFIG": str(grants.config_file(security, "selfheal-collect"))}
+    with Collector(secured, ["metrics", "--once"], config) as good:
+        assert good.proc.wait(timeout=120) == 0, good.text()
+        assert f"{len(secured.brokers)} of {len(secured.brokers)} exporters scraped" \
+            in good.text()
+    with Collector(secured, ["metrics", "--once"], {
+            **config, "SELFHEAL_CLUSTER_EXPORTER_SECURITY_PASSWORD_FILE": str(wrong)}) as bad:
+        assert bad.proc.wait(timeout=120) == 1
+        lines = [x for x in bad.text().splitlines() if "ERROR exporter" in x]
+        assert len(lines) == len(secured.brokers), bad.text()
+        assert all("HTTP 401 Unauthorized; check [cluster.exporter_security] username and "
+                   "password; retrying" in x for x in lines), lines
+    for text in (good.text(), bad.text()):
+        assert not [n for n, s in security.secrets().items() if s in text]
