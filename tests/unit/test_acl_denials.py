@@ -54,3 +54,54 @@ def test_a_certificate_principal_is_named_by_its_file(tmp_path):
     mtls = KafkaSecurity(protocol="SSL", ssl_cert_file=cert, ssl_key_file=cert)
     line = denial(ClusterAuthorizationFailedError(), mtls, "ElectLeaders")
     assert line is not None and f"User:<the subject of {cert}> needs Alter on Cluster" in line
+
+
+def test_serve_backs_off_a_denied_call_says_it_once_and_starts_once_granted(
+        tmp_path, monkeypatch):
+    """Alter on Cluster revoked while a fix is approved: serve's executor asks again after
+    1, 2, 4 s (not every 1 s tick), logs the denial once, never asks for new clients (the
+    cluster answers), and starts the fix on its own once the ACL is back."""
+    from core.signing import ActionSigner
+    from remediation.executor import runner
+    from remediation.executor.lifecycle import State
+    from remediation.executor.policy import Policy
+    from remediation.executor.runner import Executor
+    from remediation.executor.store import ActionStore
+    from tests.unit.test_executor_checks import BROKEN, cluster, fix
+    from tests.unit.test_executor_midway import Cluster
+
+    class Revoked(Cluster):
+        granted = False
+        asked = 0
+
+        def reassign(self, targets):
+            self.asked += 1
+            if not self.granted:
+                with pytest.raises(ClusterError) as denied:  # worded as KafkaCluster does
+                    KafkaCluster(Denied()).reassign(targets)
+                raise denied.value
+            return super().reassign(targets)
+
+    now = [1000.0]
+    monkeypatch.setattr(runner.time, "monotonic", lambda: now[0])
+    action = fix([1, 4])
+    store = ActionStore(tmp_path / "actions.db")
+    store.propose(action)
+    store.transition(action.action_id, State.APPROVED, "test", "approved for the test")
+    kafka = Revoked(cluster(BROKEN, offline=(3,)))
+    said: list[str] = []
+    executor = Executor(store, kafka, Policy(), signer=ActionSigner("k"),  # type: ignore[arg-type]
+                        log=said.append)
+    for _ in range(8):  # 8 ticks of 1 s: asked at 0, 1, 3 and 7 s
+        executor.tick()
+        now[0] += 1.0
+    assert kafka.asked == 4
+    assert executor.failing_since is None
+    assert len(said) == 1 and said[0].startswith(
+        "AlterPartitionReassignments denied: User:selfheal-serve needs Alter on Cluster")
+    assert "asking again in 1 s" in said[0]
+    kafka.granted = True
+    now[0] += 8.0
+    executor.tick()
+    assert ("reassign", {("t", 0): [1, 4]}) in kafka.calls
+    assert store.get(action.action_id).state is State.EXECUTING  # type: ignore[union-attr]
