@@ -81,6 +81,7 @@ CALL_ACLS = {
     "ElectLeaders": ("Alter", "Cluster"),
     "DescribeConfigs": ("DescribeConfigs", "Cluster"),
     "IncrementalAlterConfigs": ("AlterConfigs", "Cluster"),
+    "CreateTopics": ("Create", "Cluster"),  # on the bus: the selfheal.* topics
 }
 
 

@@ -105,3 +105,31 @@ def test_serve_backs_off_a_denied_call_says_it_once_and_starts_once_granted(
     executor.tick()
     assert ("reassign", {("t", 0): [1, 4]}) in kafka.calls
     assert store.get(action.action_id).state is State.EXECUTING  # type: ignore[union-attr]
+
+
+def test_a_collector_denied_the_bus_topics_names_create_on_cluster_for_its_bus_user():
+    from confluent_kafka import KafkaError, KafkaException
+
+    from core.bus import BusError
+    from core.config import load
+    from streams.collect.runner import CollectError, CollectorRun
+
+    config = load(env={"SELFHEAL_CLUSTER_BOOTSTRAP_SERVERS": "127.0.0.1:9",
+                       "SELFHEAL_CLUSTER_SECURITY_PROTOCOL": "SASL_SSL",
+                       "SELFHEAL_CLUSTER_SECURITY_SASL_MECHANISM": "SCRAM-SHA-512",
+                       "SELFHEAL_CLUSTER_SECURITY_USERNAME": "selfheal-collect",
+                       "SELFHEAL_CLUSTER_SECURITY_PASSWORD_ENV": "UNUSED"},
+                  use_fallbacks=False)
+
+    def create() -> None:
+        refused = KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+        raise BusError(f"cannot create topic selfheal.actions: {refused}") from refused
+
+    run = CollectorRun("snapshots", config, 0, once=True)
+    with pytest.raises(CollectError) as err:
+        run.retry("setting up the topics", create, "check the bus", call="CreateTopics")
+    assert str(err.value) == (
+        "setting up the topics failed: CreateTopics denied: User:selfheal-collect needs "
+        "Create on Cluster; add it: kafka-acls.sh --bootstrap-server <brokers> --add "
+        "--allow-principal User:selfheal-collect --operation Create --cluster "
+        "(docs/security.md)")
