@@ -68,3 +68,63 @@ PROCESSES = tuple(dict.fromkeys(a.process for a in TABLE))
 
 def for_process(process: str) -> list[Acl]:
     return [a for a in TABLE if a.process == process]
+
+
+# The ACL each Admin call the product makes is checked against (KafkaApis,
+# ControllerApis): call -> (operation, resource). Configs of a broker are Cluster ones;
+# a topic's are on the Topic.
+CALL_ACLS = {
+    "DescribeLogDirs": ("Describe", "Cluster"),
+    "ListPartitionReassignments": ("Describe", "Cluster"),
+    "AlterPartitionReassignments": ("Alter", "Cluster"),
+    "AlterReplicaLogDirs": ("Alter", "Cluster"),
+    "ElectLeaders": ("Alter", "Cluster"),
+    "DescribeConfigs": ("DescribeConfigs", "Cluster"),
+    "IncrementalAlterConfigs": ("AlterConfigs", "Cluster"),
+    "CreateTopics": ("Create", "Cluster"),  # on the bus: the selfheal.* topics
+}
+
+
+def is_denied(exc: BaseException) -> bool:
+    """An authorization failure, from either client library, anywhere in the chain
+    (kafka-python's *AuthorizationFailedError, librdkafka's *_AUTHORIZATION_FAILED, the
+    empty DescribeLogDirs answer read as `core.live.LogDirsDenied`)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        text = f"{type(seen).__name__} {seen}".lower()
+        if "authoriz" in text or type(seen).__name__ == "LogDirsDenied":
+            return True
+        seen = seen.__cause__
+    return False
+
+
+def principal_of(security: object) -> str:
+    """The principal the brokers see for a `core.security.KafkaSecurity`."""
+    username = getattr(security, "username", None)
+    if getattr(security, "sasl", False) and username:
+        return f"User:{username}"
+    cert = getattr(security, "ssl_cert_file", None)
+    if cert is not None:
+        return f"User:<the subject of {cert}>"
+    return "User:ANONYMOUS"
+
+
+def denial(exc: BaseException, security: object, call: str | None = None) -> str | None:
+    """One line for an authorization failure: the call, the ACL it needs, the principal
+    and the command that adds it; None when ``exc`` is not one. ``call`` is the Admin
+    call that was made (a `CALL_ACLS` key); LogDirsDenied says it itself."""
+    if not is_denied(exc):
+        return None
+    seen: BaseException | None = exc
+    while seen is not None and call is None:
+        if type(seen).__name__ == "LogDirsDenied":
+            call = "DescribeLogDirs"
+        seen = seen.__cause__
+    principal = principal_of(security)
+    operation, resource = CALL_ACLS.get(call or "", (None, None))
+    if operation is None:
+        return (f"{call or 'a call'} was denied to {principal} ({type(exc).__name__}); "
+                "grant it the ACLs docs/security.md lists for this process")
+    return (f"{call} denied: {principal} needs {operation} on {resource}; add it: "
+            f"kafka-acls.sh --bootstrap-server <brokers> --add --allow-principal "
+            f"{principal} --operation {operation} --cluster (docs/security.md)")

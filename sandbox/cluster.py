@@ -12,7 +12,6 @@ import logging
 import shutil
 import signal
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -91,6 +90,7 @@ def plan_layout(
             config=str(conf_dir / f"{role}.properties"),
             log_file=str(conf_dir / "stdout.log"),
             exporter_port=book.take() if exporter else None,
+            exporter_scheme="https" if state.security is not None else "http",
         )
 
     if mode == "zk":
@@ -253,13 +253,15 @@ def live_broker_ids(state: SandboxState, timeout: float = 3.0) -> set[int]:
         return set()
 
 
-def _exporter_ok(server: ServerState) -> bool:
+def _exporter_ok(state: SandboxState, server: ServerState) -> bool:
+    from streams.collect.broker_metrics import fetch
+
     assert server.exporter_url is not None
     try:
-        with urllib.request.urlopen(server.exporter_url, timeout=2) as resp:
-            return resp.status == 200
+        fetch(server.exporter_url, 2.0, secure.exporter_auth(state.security))
     except OSError:
         return False
+    return True
 
 
 def wait_ready(
@@ -278,7 +280,8 @@ def wait_ready(
         live = live_broker_ids(state)
         # Registered is not yet serving: the listener may still refuse connections.
         ready = {b.node_id for b in wanted
-                 if b.node_id in live and processes.port_open(b.port) and _exporter_ok(b)}
+                 if b.node_id in live and processes.port_open(b.port)
+                 and _exporter_ok(state, b)}
         for broker_id in sorted(ready - reported):
             progress(f"broker {broker_id} ready")
         reported |= ready

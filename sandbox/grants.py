@@ -119,13 +119,25 @@ def security_section(security: SecurityState, principal: str) -> dict[str, str]:
     return found
 
 
+def sections(security: SecurityState, principal: str) -> dict[str, dict[str, str]]:
+    """The config sections that secure ``principal``'s connections: [cluster.security],
+    and for the collector (its metrics collector scrapes the exporters)
+    [cluster.exporter_security]."""
+    from sandbox.secure import exporter_section
+
+    found = {"cluster.security": security_section(security, principal)}
+    if principal == PRINCIPAL["collect-metrics"]:
+        found["cluster.exporter_security"] = exporter_section(security)
+    return found
+
+
 def _config_text(security: SecurityState, principal: str) -> str:
     from sandbox.loop import render_toml
 
     return (f"# {principal}: written by `selfheal sandbox up --security {security.mode}`.\n"
             "# The rest of [cluster] comes from the running sandbox; the bus is the\n"
             "# cluster, so [bus.security] is this one.\n"
-            + render_toml({}, {"cluster.security": security_section(security, principal)}))
+            + render_toml({}, sections(security, principal)))
 
 
 def set_up(state: SandboxState, progress: Callable[[str], None]) -> None:

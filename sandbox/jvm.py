@@ -46,7 +46,7 @@ def small_machine_env(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def _jvm_cmd(server: ServerState, kafka: str, heap: str, main_class: str,
-             args: list[str]) -> list[str]:
+             args: list[str], exporter_config: Path = EXPORTER_RULES) -> list[str]:
     conf_dir = Path(server.config).parent
     line = versions.line(kafka)
     cmd = [
@@ -61,7 +61,7 @@ def _jvm_cmd(server: ServerState, kafka: str, heap: str, main_class: str,
     ]
     if server.exporter_port is not None:
         cmd.append(
-            f"-javaagent:{jars.jmx_agent()}=127.0.0.1:{server.exporter_port}:{EXPORTER_RULES}"
+            f"-javaagent:{jars.jmx_agent()}=127.0.0.1:{server.exporter_port}:{exporter_config}"
         )
     cmd += ["-cp", jars.classpath(line.jars_role), main_class, *args]
     return cmd
@@ -84,7 +84,8 @@ def server_command(state: SandboxState, server: ServerState) -> list[str]:
             [server.config],
         )
     heap = CONTROLLER_HEAP if server.role == "controller" else BROKER_HEAP
-    return _jvm_cmd(server, kafka, heap, "kafka.Kafka", [server.config])
+    exporter = state.security.exporter_config() if state.security else EXPORTER_RULES
+    return _jvm_cmd(server, kafka, heap, "kafka.Kafka", [server.config], exporter)
 
 
 def start(state: SandboxState, server: ServerState) -> None:

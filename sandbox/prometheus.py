@@ -158,6 +158,19 @@ def write_targets(path: Path, targets: Mapping[str, str], labels: Mapping[str, s
     tmp.replace(path)  # Prometheus must never read half a file
 
 
+def _exporter_auth(state: SandboxState) -> dict:
+    """HTTPS and basic auth for the secured sandbox's exporters (the password read from
+    its file by Prometheus itself)."""
+    if state.security is None:
+        return {}
+    from sandbox.secure import exporter_section
+
+    section = exporter_section(state.security)
+    return {"scheme": "https", "tls_config": {"ca_file": section["ssl_ca_file"]},
+            "basic_auth": {"username": section["username"],
+                           "password_file": section["password_file"]}}
+
+
 def exporters(state: SandboxState) -> list[dict[str, Any]]:
     """Every JMX exporter of ``state`` labelled with cluster, broker, role and rack."""
     found = []
@@ -181,7 +194,7 @@ def config(state: SandboxState, targets_file: Path, alertmanager_url: str | None
         "rule_files": [str(RULES_DIR / "*.yml")],
         "alerting": _alerting(alertmanager_url),
         "scrape_configs": [
-            {"job_name": "kafka", "static_configs": exporters(state)},
+            {"job_name": "kafka", "static_configs": exporters(state), **_exporter_auth(state)},
             {"job_name": "selfheal",
              "file_sd_configs": [{"files": [str(targets_file)], "refresh_interval": "5s"}]},
             {"job_name": "prometheus",
@@ -205,6 +218,7 @@ def render_example(state: SandboxState, selfheal: Mapping[str, str],
     doc["alerting"] = _alerting(alertmanager_url)
     jobs = {job["job_name"]: job for job in doc["scrape_configs"]}
     jobs["kafka"]["static_configs"] = exporters(state)
+    jobs["kafka"].update(_exporter_auth(state))
     shipped = {group["labels"]["process"]: group["labels"]
                for group in jobs["selfheal"]["static_configs"]}
     jobs["selfheal"]["static_configs"] = [

@@ -8,6 +8,10 @@ The brokers talk to each other as `broker` and the sandbox's own tools as `admin
 two super users; every other principal (one per product process) starts with nothing.
 The KRaft controller listener stays PLAINTEXT on 127.0.0.1: only the brokers use it.
 Passwords are random, one file each (mode 0600) under the sandbox's `secrets/` folder.
+The JMX exporters serve HTTPS (the broker's certificate, in a PKCS12 keystore: the
+agent reads no PEM) with basic auth for `selfheal-scrape`, the user Prometheus and the
+metrics collector scrape as; the agent's file holds only a salted SHA-256 of its
+password.
 The two super users' go to `kafka-storage format --add-scram` (the only way to have a
 user before the cluster runs: on that command line for the second it runs); every other
 user is made through the Admin API once the cluster serves. Kafka logs its JAAS config as
@@ -28,6 +32,8 @@ MODES = ("sasl_ssl", "mtls")
 BROKER, ADMIN = "broker", "admin"
 SUPER_USERS = (BROKER, ADMIN)
 MECHANISM = "SCRAM-SHA-512"
+# The exporters' basic-auth user (not a Kafka principal).
+EXPORTER_USER = "selfheal-scrape"
 # The principals of the product's processes (docs/security.md says what each may do).
 PRODUCT_PRINCIPALS = ("selfheal-collect", "selfheal-stream", "selfheal-serve",
                       "selfheal-airflow", "selfheal-consumers")
@@ -37,21 +43,84 @@ def prepare(work_dir: Path, mode: str,
             principals: tuple[str, ...] = PRODUCT_PRINCIPALS) -> SecurityState:
     """Make the CA, the broker's certificate, and per principal a password (SASL) or a
     client certificate (mutual TLS)."""
-    from sandbox.pki import Authority, _write_private
+    from sandbox.pki import Authority
 
     if mode not in MODES:
         raise SandboxError(f"--security must be one of {', '.join(MODES)}, not {mode!r}")
     folder = work_dir / "secrets"
     ca = Authority(folder)
-    ca.issue(BROKER, server=True)
+    broker = ca.issue(BROKER, server=True)
     everyone = (*SUPER_USERS, *principals)
     for name in everyone:
         if mode == "sasl_ssl":
-            _write_private(folder / f"{name}.password",
-                           (random_secrets.token_urlsafe(24) + "\n").encode())
+            _new_password(folder / f"{name}.password")
         elif name != BROKER:
             ca.issue(name, server=False)
-    return SecurityState(mode=mode, folder=str(folder), principals=list(everyone))
+    state = SecurityState(mode=mode, folder=str(folder), principals=list(everyone))
+    _exporter_tls(state, broker.key, broker.cert)
+    return state
+
+
+def _new_password(path: Path) -> str:
+    from sandbox.pki import _write_private
+
+    password = random_secrets.token_urlsafe(24)
+    _write_private(path, (password + "\n").encode())
+    return password
+
+
+def exporter_password_file(security: SecurityState) -> Path:
+    return Path(security.folder) / f"{EXPORTER_USER}.password"
+
+
+def _exporter_tls(security: SecurityState, key: Path, cert: Path) -> None:
+    """The agent's configuration: the rules, HTTPS with the broker's certificate, basic
+    auth for `EXPORTER_USER` (jmx_exporter 1.0.1: `passwordHash` is the hex SHA-256 of
+    ``<salt>:<password>``)."""
+    import hashlib
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import (
+        BestAvailableEncryption,
+        load_pem_private_key,
+        pkcs12,
+    )
+
+    from sandbox.jvm import EXPORTER_RULES
+    from sandbox.pki import _write_private
+
+    folder = Path(security.folder)
+    password = _new_password(exporter_password_file(security))
+    store_password = _new_password(folder / "exporter-keystore.password")
+    store = _write_private(folder / "exporter.p12", pkcs12.serialize_key_and_certificates(
+        b"exporter", load_pem_private_key(key.read_bytes(), None),
+        x509.load_pem_x509_certificate(cert.read_bytes()), None,
+        BestAvailableEncryption(store_password.encode())))
+    salt = random_secrets.token_hex(8)
+    digest = hashlib.sha256(f"{salt}:{password}".encode()).hexdigest()
+    server = (
+        "httpServer:\n"
+        "  authentication:\n"
+        "    basic:\n"
+        f"      username: {EXPORTER_USER}\n"
+        f"      passwordHash: {digest}\n"
+        "      algorithm: SHA-256\n"
+        f"      salt: {salt}\n"
+        "  ssl:\n"
+        "    keyStore:\n"
+        f"      filename: {store}\n"
+        f"      password: {store_password}\n"
+        "    certificate:\n"
+        "      alias: exporter\n")
+    _write_private(security.exporter_config(),
+                   (server + EXPORTER_RULES.read_text()).encode())
+
+
+def exporter_section(security: SecurityState) -> dict[str, str]:
+    """[cluster.exporter_security] that scrapes the secured sandbox's exporters."""
+    return {"username": EXPORTER_USER,
+            "password_file": str(exporter_password_file(security)),
+            "ssl_ca_file": str(security.ca())}
 
 
 def broker_props(security: SecurityState, port: int) -> dict[str, object]:
@@ -168,3 +237,14 @@ def controller_props(security: SecurityState) -> dict[str, object]:
         "allow.everyone.if.no.acl.found": "false",
         "super.users": ";".join(f"User:{u}" for u in (*SUPER_USERS, "ANONYMOUS")),
     }
+
+
+def exporter_auth(security: SecurityState | None) -> Any:
+    """How the sandbox's own scrapes reach its exporters (None: plain HTTP)."""
+    from core.security import ExporterSecurity, exporter_settings
+
+    if security is None:
+        return None
+    return exporter_settings(ExporterSecurity(
+        username=EXPORTER_USER, password_file=exporter_password_file(security),
+        ssl_ca_file=security.ca()))

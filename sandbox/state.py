@@ -52,6 +52,7 @@ class ServerState:
     # The Kafka line this server runs when it is not the sandbox's (a rolling upgrade
     # restarts the brokers one at a time on the new line's jars)
     kafka: str | None = None
+    exporter_scheme: str = "http"  # https with basic auth in the secured sandbox
 
     @property
     def marker(self) -> str:
@@ -61,7 +62,7 @@ class ServerState:
     def exporter_url(self) -> str | None:
         if self.exporter_port is None:
             return None
-        return f"http://127.0.0.1:{self.exporter_port}/metrics"
+        return f"{self.exporter_scheme}://127.0.0.1:{self.exporter_port}/metrics"
 
 
 @dataclass
@@ -87,6 +88,16 @@ class SecurityState:
 
     def keystore(self, principal: str) -> Path:
         return Path(self.folder) / f"{principal}.keystore.pem"
+
+    def exporter_config(self) -> Path:
+        """The JMX exporters' configuration: the rules, HTTPS and basic auth."""
+        return Path(self.folder) / "jmx-exporter.yml"
+
+    def secrets(self) -> dict[str, str]:
+        """Every secret the sandbox made, by its file's name (for the tests that look for
+        them where they must not be)."""
+        return {p.name: p.read_text().strip()
+                for p in sorted(Path(self.folder).glob("*.password"))}
 
 
 @dataclass

@@ -23,7 +23,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                    help="per endpoint (default 10)")
     p.add_argument("--process", choices=PROCESSES, metavar="PROCESS",
-                   help="probe only the ACLs this process needs (its principal's config); "
+                   help="probe only the ACLs this process needs (its principal's config), "
+                        "and the exporters only for collect-metrics; "
                         f"one of {', '.join(PROCESSES)}; default: every process's")
     p.set_defaults(func=_doctor)
 
@@ -71,7 +72,8 @@ def run_checks(timeout: float, process: str | None = None) -> Iterator[Any]:
     zk = dc.zookeeper(config, timeout)
     if zk is not None:
         yield zk
-    yield from dc.exporters(config, timeout)
+    if process in (None, "collect-metrics"):  # the one process that scrapes them
+        yield from dc.exporters(config, timeout)
 
 
 def _doctor(args: argparse.Namespace) -> int:

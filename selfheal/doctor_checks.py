@@ -292,7 +292,8 @@ def exporters(config: Config, timeout: float) -> Iterator[Check]:
                    if code in (401, 403) else
                    "check the URL, the exporter agent, and [cluster.exporter_security] "
                    "ssl_ca_file for https")
-            yield Check(f"exporter {url}", FAIL, f"{type(exc).__name__}: "
-                        f"{getattr(exc, 'reason', exc)}", fix)
+            said = f"HTTP {code} {exc.reason}" if code is not None else \
+                f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+            yield Check(f"exporter {url}", FAIL, said, fix)
             continue
         yield Check(f"exporter {url}", OK, f"{len(text.splitlines())} lines")

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from core.acls import denial
 from core.live import PlacementMemory, finalized_level, read_snapshot
 from core.model import ClusterModel
 from remediation.executor import cordon
@@ -46,7 +47,8 @@ def _calling(what: str, admin: Any = None) -> Iterator[None]:
     except Exception as exc:
         if admin is not None and hasattr(admin, "_controller_id"):
             admin._controller_id = None
-        raise ClusterError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
+        denied = denial(exc, getattr(admin, "selfheal_security", None), what.split()[0])
+        raise ClusterError(denied or f"{what} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _error_name(err: Any) -> str | None:
@@ -81,8 +83,11 @@ class KafkaCluster:
         try:
             doc = read_snapshot(self.admin, self.cluster_id, self.memory)
             reassigning = self.reassignments()
+        except ClusterError:
+            raise
         except Exception as exc:
-            raise ClusterError(f"cannot read the cluster: {exc}") from exc
+            denied = denial(exc, getattr(self.admin, "selfheal_security", None))
+            raise ClusterError(denied or f"cannot read the cluster: {exc}") from exc
         self._wait_for_unanswered()
         dir_bytes: dict[tuple[int, str], int] | None = None
         leaders: dict[int, int] | None = None

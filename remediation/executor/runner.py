@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from core import clock
+from core.acls import is_denied
 from core.plan.disks import DEFAULT_THRESHOLD
 from core.signing import ActionSigner, SignatureError
 from remediation.executor import checks, replan, sharing, sidebyside
@@ -58,6 +59,8 @@ class Received:
     state: State | None = None
 
 
+DENIED_MAX_SECONDS = 60.0
+
 
 class Executor(Moves):
     """Intake decisions and the execution loop over one store and one cluster."""
@@ -90,6 +93,9 @@ class Executor(Moves):
         self._replans: set[str] | None = None
         self.errors = 0  # Kafka calls that failed (retried on the next tick)
         self.failing_since: float | None = None  # monotonic time of the first of a run of them
+        # A denied call is asked again after 1, 2, 4 ... DENIED_MAX_SECONDS, not each tick
+        self._denials = 0
+        self._denied_until = 0.0
 
     # --- intake -------------------------------------------------------------------------
 
@@ -185,6 +191,8 @@ class Executor(Moves):
             return
         self.store.expire_overdue(self.policy.limits.approval_ttl_seconds, ACTOR)
         self._resolve_pages()
+        if time.monotonic() < self._denied_until:
+            return
         rows = self.store.in_flight()
         running = [r for r in rows if r.state in (State.EXECUTING, State.VERIFYING)]
         try:
@@ -195,13 +203,20 @@ class Executor(Moves):
             self.throttles.restore_left()
             self._last_error = None
             self.failing_since = None
+            self._denials = 0
         except ClusterError as exc:
             self.errors += 1
-            if self.failing_since is None:
+            delay = None
+            if is_denied(exc):  # the cluster answers: no new clients, a backoff
+                delay = min(DENIED_MAX_SECONDS, 2.0 ** self._denials)
+                self._denials += 1
+                self._denied_until = time.monotonic() + delay
+            elif self.failing_since is None:
                 self.failing_since = time.monotonic()
             self._note_silent(running)
             if str(exc) != self._last_error:  # say it once, not every tick
-                self._log(f"{exc}; retrying")
+                then = f"asking again in {delay:g} s, then less often" if delay else "retrying"
+                self._log(f"{exc}; {then}")
                 self._last_error = str(exc)
 
     def _start_approved(self) -> None:

@@ -8,6 +8,7 @@ every minute.
 
 from __future__ import annotations
 
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -49,6 +50,7 @@ class Outcome:
     scrape: Scrape | None = None
     reason: str = ""  # unreachable | timeout | http_status | bad_format | no_metrics
     message: str = ""
+    hint: str = _HINT  # what to do about it
 
 
 @dataclass
@@ -172,21 +174,27 @@ class MetricsCollector:
         """Fetch and parse one exporter (runs on a worker thread)."""
         started = time.monotonic()
 
-        def failed(reason: str, message: str) -> Outcome:
-            return Outcome(time.monotonic() - started, reason=reason, message=message)
+        def failed(reason: str, message: str, hint: str = _HINT) -> Outcome:
+            return Outcome(time.monotonic() - started, reason=reason, message=message,
+                           hint=hint)
 
         try:
             text = fetch(target.url, self.timeout, self.auth)
         except urllib.error.HTTPError as exc:
-            hint = "; check [cluster.exporter_security] username and password" \
-                if exc.code in (401, 403) else ""
-            return failed("http_status", f"HTTP {exc.code} {exc.reason}{hint}")
+            if exc.code in (401, 403):
+                return failed("http_status", f"HTTP {exc.code} {exc.reason}",
+                              "check [cluster.exporter_security] username and password")
+            return failed("http_status", f"HTTP {exc.code} {exc.reason}")
         except TimeoutError:
             return failed("timeout", f"no answer within {self.timeout:g} s")
         except (urllib.error.URLError, OSError) as exc:
             why = getattr(exc, "reason", exc)
             if isinstance(why, TimeoutError):
                 return failed("timeout", f"no answer within {self.timeout:g} s")
+            if isinstance(why, ssl.SSLError):
+                return failed("unreachable", f"TLS: {getattr(why, 'verify_message', None) or why}",
+                              "check [cluster.exporter_security] ssl_ca_file (the CA that "
+                              "signed the exporters' certificates) and ssl_check_hostname")
             return failed("unreachable", str(why))
         try:
             scrape = parse_exporter_text(text, cluster_id, target.broker,
@@ -223,7 +231,7 @@ class MetricsCollector:
             schedule.failures += 1
             schedule.due = time.monotonic() + delay
             self.run.log(f"ERROR exporter {target.url} (broker {target.broker}): "
-                         f"{outcome.message}; {_HINT}; retrying in {delay:.1f} s "
+                         f"{outcome.message}; {outcome.hint}; retrying in {delay:.1f} s "
                          "(the other exporters are still scraped)")
             return
         for line in outcome.scrape.rejected:

@@ -95,8 +95,9 @@ class CollectorRun:
                        max(collect.backoff_initial_seconds, collect.backoff_max_seconds))
 
     def retry(self, what: str, action: Callable[[], T], hint: str,
-              reason: str = "unreachable") -> T | None:
+              reason: str = "unreachable", call: str | None = None) -> T | None:
         """``action()`` until it works, backing off between failures; None if stopped.
+        ``call``: the Admin call it makes, to name its ACL if denied (`core.acls`).
 
         With ``--once`` the first failure raises `CollectError` instead.
         """
@@ -107,12 +108,23 @@ class CollectorRun:
             except Exception as exc:
                 self.telemetry.failed(reason)
                 if self.once:
-                    raise CollectError(f"{what} failed: {_describe(exc)}; {hint}") from exc
+                    raise CollectError(
+                        f"{what} failed: {self.explain(exc, hint, call)}") from exc
                 delay = backoff.failure()
-                self.log(f"ERROR {what} failed: {_describe(exc)}; {hint}; "
+                self.log(f"ERROR {what} failed: {self.explain(exc, hint, call)}; "
                          f"retrying in {delay:.1f} s")
                 self.wait(delay)
         return None
+
+    def explain(self, exc: BaseException, hint: str, call: str | None = None) -> str:
+        """A failure and what to do: a denial names the ACL to add (``hint``, about
+        reaching the cluster, would mislead); anything else, ``hint``."""
+        from core.acls import denial
+
+        security = self.config.bus_security if call == "CreateTopics" \
+            else self.config.cluster_security
+        denied = denial(exc, security, call)
+        return denied if denied is not None else f"{_describe(exc)}; {hint}"
 
     def open_sink(self) -> RecordSink | None:
         """Create the selfheal.* topics if missing and open the producer; None if stopped."""
@@ -122,7 +134,8 @@ class CollectorRun:
         created = self.retry(
             f"setting up the selfheal.* topics on the bus at {servers}",
             lambda: ensure_topics(self.config),
-            "check that the bus runs and [bus] bootstrap_servers is right")
+            "check that the bus runs and [bus] bootstrap_servers is right",
+            call="CreateTopics")
         if created is None:
             return None
         if created:
@@ -173,7 +186,7 @@ class Periodic:
             delay = self._backoff.failure()
             self.due = time.monotonic() + delay
             self.run.telemetry.failed("unreachable", time.monotonic() - started)
-            self.run.log(f"ERROR {self.what} failed: {_describe(exc)}; {self.hint}; "
+            self.run.log(f"ERROR {self.what} failed: {self.run.explain(exc, self.hint)}; "
                          f"retrying in {delay:.1f} s")
             return False, None
         self._backoff.success()

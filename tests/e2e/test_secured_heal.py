@@ -29,15 +29,15 @@ def secured(tmp_path_factory) -> Iterator[SandboxState]:
         cluster.down(state.reload())
 
 
-def _bus_records(state: SandboxState, prefix: str) -> bytes:
-    """Every record's key and value on the loop's topics, read as the admin."""
+def _bus_records(state: SandboxState, prefix: str) -> dict[str, bytes]:
+    """Every record's key and value on the loop's topics, by topic, read as the admin."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({**cluster.client_config(state), "group.id": "unused",
                          "enable.auto.commit": False})
     try:
         topics = [t for t in consumer.list_topics(timeout=10).topics if t.startswith(prefix)]
-        seen = bytearray()
+        seen: dict[str, bytearray] = {}
         for topic in topics:
             for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
@@ -50,9 +50,10 @@ def _bus_records(state: SandboxState, prefix: str) -> bytes:
                     if msg is None:
                         break
                     if msg.error() is None:
-                        seen += (msg.key() or b"") + (msg.value() or b"")
+                        seen.setdefault(topic, bytearray()).extend(
+                            (msg.key() or b"") + (msg.value() or b""))
                         read += 1
-        return bytes(seen)
+        return {topic: bytes(records) for topic, records in seen.items()}
     finally:
         consumer.close()
 
@@ -61,7 +62,7 @@ def test_a_failed_disk_is_healed_with_each_piece_on_its_own_acls(secured, tmp_pa
                                                                  record_property) -> None:
     security = secured.security
     assert security is not None
-    secrets = {f"password of {p}": security.password(p) for p in security.principals}
+    secrets = {f"the secret in {name}": value for name, value in security.secrets().items()}
     secrets["the action signing key"] = str(secured.action_signing_key)
 
     def no_secret_anywhere(the_loop: loop.Loop, *_: object) -> None:
@@ -69,9 +70,14 @@ def test_a_failed_disk_is_healed_with_each_piece_on_its_own_acls(secured, tmp_pa
         secrets["the API token"] = the_loop.api_token
         outputs: dict[str, bytes] = {
             str(log): log.read_bytes() for log in Path(the_loop.work_dir, "logs").glob("*")}
-        outputs["records on the bus"] = _bus_records(secured, the_loop.topic(""))
+        on_bus = _bus_records(secured, the_loop.topic(""))
+        outputs["records on the bus"] = b"".join(on_bus.values())
         outputs["the actions API"] = json.dumps(api(the_loop, "GET", "/actions")).encode()
-        assert outputs["records on the bus"]  # the loop did write there
+        # the metrics path scraped the exporters over HTTPS with basic auth: records, and
+        # never a refused scrape (a metrics path without its settings reports nothing)
+        assert on_bus.get(the_loop.topic("broker-metrics"))
+        metrics_log = Path(the_loop.work_dir, "logs", "collect-metrics.log").read_text()
+        assert "https://" in metrics_log and "ERROR exporter" not in metrics_log, metrics_log
         leaks = [(what, where) for where, text in outputs.items()
                  for what, secret in secrets.items() if secret.encode() in text]
         assert leaks == []

@@ -42,6 +42,7 @@ def _executor(failures: list[bool]) -> tuple[Executor, list[str]]:
     ex._last_error = None
     ex.errors = 0
     ex.failing_since = None
+    ex._denials, ex._denied_until = 0, 0.0
     ex._replans = set()  # no failed fix to plan again
     ex.cluster = SimpleNamespace()  # type: ignore[assignment]  # no broker named silent
     ex.throttles = SimpleNamespace(restore_left=lambda: None)  # type: ignore[assignment]
