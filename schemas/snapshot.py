@@ -26,10 +26,24 @@ from typing import IO, Any
 import msgspec
 
 from schemas.snapshot_decode import decode_snapshot
+from schemas.snapshot_fields import (
+    ASSIGNED_FIELDS,
+    BROKER_FIELDS,
+    GROUP_FIELDS,
+    LOG_DIR_FIELDS,
+    MEMBER_FIELDS,
+    MISSING,
+    PARTITION_FIELDS,
+    REPLICA_FIELDS,
+    TOP_FIELDS,
+    as_int,
+    fields,
+    index_of,
+    shown,
+)
 from schemas.snapshot_types import (
     MAX_SNAPSHOT_BYTES,
     NO_LEADER,
-    SNAPSHOT_VERSION,
     Assigned,
     Broker,
     ConsumerGroup,
@@ -121,156 +135,6 @@ def snapshot_from_dict(doc: Any) -> Snapshot:
     return _Reader().snapshot(doc)
 
 
-# --- checks --------------------------------------------------------------------------
-
-# A field: (name, kind, required, nullable, minimum). `minimum` is a number for integers
-# and a minimum length for strings.
-_Field = tuple[str, str, bool, bool, int | None]
-
-_TOP: tuple[_Field, ...] = (
-    ("version", "version", True, False, None),
-    ("cluster_id", "str", True, False, 1),
-    ("taken_at", "str", True, False, None),
-    ("brokers", "list", True, False, None),
-    ("partitions", "list", True, False, None),
-    ("consumer_groups", "list", False, False, None),
-    ("metadata_level", "int", False, True, 0),
-)
-_BROKER: tuple[_Field, ...] = (
-    ("id", "int", True, False, 0),
-    ("rack", "str", False, True, 1),
-    ("alive", "bool", True, False, None),
-    ("log_dirs", "list", True, False, None),
-    ("replica_selector", "str", False, True, 1),
-)
-_LOG_DIR: tuple[_Field, ...] = (
-    ("path", "str", True, False, 1),
-    ("online", "bool", True, False, None),
-    ("total_bytes", "int", False, True, 0),
-    ("usable_bytes", "int", False, True, 0),
-    ("cordoned", "bool", False, False, None),
-)
-_PARTITION: tuple[_Field, ...] = (
-    ("topic", "str", True, False, 1),
-    ("partition", "int", True, False, 0),
-    ("leader", "int", True, False, -1),
-    ("isr", "list", True, False, None),
-    ("replicas", "list", True, False, None),
-)
-_REPLICA: tuple[_Field, ...] = (
-    ("broker", "int", True, False, 0),
-    ("log_dir", "str", False, True, 1),
-    ("size_bytes", "int", True, False, 0),
-)
-_GROUP: tuple[_Field, ...] = (
-    ("group", "str", True, False, 1),
-    ("members", "list", True, False, None),
-    ("protocol_type", "str", False, True, None),
-    ("protocol", "str", False, True, None),
-    ("state", "str", False, True, None),
-    ("group_protocol", "str", False, True, 1),
-    ("racks_known", "bool", False, False, None),
-)
-_MEMBER: tuple[_Field, ...] = (
-    ("member_id", "str", True, False, 1),
-    ("group_instance_id", "str", False, True, 1),
-    ("client_id", "str", True, False, 0),
-    ("rack", "str", False, True, 1),
-    ("topics", "list", True, False, None),
-    ("assignment", "list", False, False, None),
-)
-_ASSIGNED: tuple[_Field, ...] = (
-    ("topic", "str", True, False, 1),
-    ("partitions", "list", True, False, None),
-)
-
-
-_MISSING: Any = object()
-
-
-def _index_of(items: list[Any], item: Any) -> int:
-    return next(k for k, x in enumerate(items) if x is item)
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "integer" if value.is_integer() else "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else type(value).__name__
-
-
-def _shown(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, (dict, list)) else _json_type(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _as_int(value: Any, path: str, minimum: int | None) -> int:
-    # JSON Schema's "integer" accepts 3.0; booleans are not integers.
-    if type(value) is float and value.is_integer():
-        value = int(value)
-    if type(value) is not int:
-        raise SnapshotError(path, f"expected an integer, got {_shown(value)}")
-    if minimum is not None and value < minimum:
-        raise SnapshotError(path, f"expected an integer >= {minimum}, got {value}")
-    return value
-
-
-def _fields(obj: Any, spec: tuple[_Field, ...], path: str) -> list[Any]:
-    """Check one object against its field spec; return the values in spec order."""
-    if type(obj) is not dict:
-        raise SnapshotError(path, f"expected an object, got {_json_type(obj)}")
-    values: list[Any] = []
-    for name, kind, required, nullable, minimum in spec:
-        where = f"{path}.{name}" if path != "$" else name
-        if name not in obj:
-            if required:
-                raise SnapshotError(where, "required field is missing")
-            values.append(None if nullable or kind != "list" else [])
-            continue
-        value = obj[name]
-        if value is None and nullable:
-            values.append(None)
-        elif kind == "int":
-            values.append(_as_int(value, where, minimum))
-        elif kind == "str":
-            if type(value) is not str:
-                raise SnapshotError(where, f"expected a string, got {_shown(value)}")
-            if minimum and len(value) < minimum:
-                raise SnapshotError(where, "must not be empty")
-            values.append(value)
-        elif kind == "bool":
-            if type(value) is not bool:
-                raise SnapshotError(where, f"expected true or false, got {_shown(value)}")
-            values.append(value)
-        elif kind == "list":
-            if type(value) is not list:
-                raise SnapshotError(where, f"expected an array, got {_json_type(value)}")
-            values.append(value)
-        elif kind == "version":
-            if _json_type(value) != "integer" or value != SNAPSHOT_VERSION:
-                raise SnapshotError(
-                    where,
-                    f"unsupported snapshot version {_shown(value)}; this reader knows "
-                    f"version {SNAPSHOT_VERSION}",
-                )
-            values.append(value)
-    if len(obj) > sum(1 for f in spec if f[0] in obj):
-        known = [f[0] for f in spec]
-        extra = next(k for k in obj if k not in known)
-        where = f"{path}.{extra}" if path != "$" else str(extra)
-        raise SnapshotError(where, f"unknown field; expected one of {', '.join(known)}")
-    return values
-
-
 class _Reader:
     """One pass over the document: structure and cross-references, in document order."""
 
@@ -281,7 +145,7 @@ class _Reader:
         self.dirs_by_broker: dict[int, dict[str | None, DirReplicas]] = {}
 
     def snapshot(self, doc: Any) -> Snapshot:
-        _, cluster_id, taken_at, brokers, partitions, groups, level = _fields(doc, _TOP, "$")
+        _, cluster_id, taken_at, brokers, partitions, groups, level = fields(doc, TOP_FIELDS, "$")
         first_at: dict[int, int] = {}
         broker_records: list[Broker] = []
         for i, raw in enumerate(brokers):
@@ -305,7 +169,7 @@ class _Reader:
         )
 
     def broker(self, obj: Any, path: str, first_at: dict[int, int]) -> Broker:
-        broker_id, rack, alive, raw_dirs, selector = _fields(obj, _BROKER, path)
+        broker_id, rack, alive, raw_dirs, selector = fields(obj, BROKER_FIELDS, path)
         if broker_id in first_at:
             raise SnapshotError(
                 f"{path}.id",
@@ -316,7 +180,7 @@ class _Reader:
         seen: set[str] = set()
         for k, raw in enumerate(raw_dirs):
             where = f"{path}.log_dirs[{k}]"
-            dir_path, online, total, usable, cordoned = _fields(raw, _LOG_DIR, where)
+            dir_path, online, total, usable, cordoned = fields(raw, LOG_DIR_FIELDS, where)
             if dir_path in seen:
                 raise SnapshotError(
                     f"{where}.path",
@@ -334,7 +198,7 @@ class _Reader:
 
     def partitions(self, raw: list[Any]) -> tuple[Partition, ...]:
         # The hot loop of loading (300,000 replicas in the bench): a well-formed entry is
-        # checked inline; anything unusual goes through _fields, which names the bad
+        # checked inline; anything unusual goes through fields, which names the bad
         # field (or accepts 3.0 as 3, as JSON Schema does). Indexes for error paths are
         # recomputed only when an error is raised.
         dirs_by_broker = self.dirs_by_broker
@@ -343,7 +207,7 @@ class _Reader:
         first_at: dict[tuple[str, int], int] = {}
         out: list[Partition] = []
         append = out.append
-        missing = _MISSING
+        missing = MISSING
         for i, obj in enumerate(raw):
             if (
                 type(obj) is dict
@@ -359,8 +223,8 @@ class _Reader:
             ):
                 pass
             else:
-                topic, number, leader, isr, raw_replicas = _fields(
-                    obj, _PARTITION, f"partitions[{i}]"
+                topic, number, leader, isr, raw_replicas = fields(
+                    obj, PARTITION_FIELDS, f"partitions[{i}]"
                 )
             topic = topics.setdefault(topic, topic)
             key = (topic, number)
@@ -388,11 +252,11 @@ class _Reader:
                         or (log_dir is missing and len(r) == 2)
                     )
                 ):
-                    where = f"partitions[{i}].replicas[{_index_of(raw_replicas, r)}]"
-                    broker, log_dir, size = _fields(r, _REPLICA, where)
+                    where = f"partitions[{i}].replicas[{index_of(raw_replicas, r)}]"
+                    broker, log_dir, size = fields(r, REPLICA_FIELDS, where)
                 dirs = dirs_by_broker.get(broker)
                 if dirs is None:
-                    where = f"partitions[{i}].replicas[{_index_of(raw_replicas, r)}]"
+                    where = f"partitions[{i}].replicas[{index_of(raw_replicas, r)}]"
                     raise SnapshotError(
                         f"{where}.broker", f"broker {broker} is not in brokers", "consistency"
                     )
@@ -400,7 +264,7 @@ class _Reader:
                     log_dir = None
                 found = dirs.get(log_dir)
                 if found is None:
-                    where = f"partitions[{i}].replicas[{_index_of(raw_replicas, r)}]"
+                    where = f"partitions[{i}].replicas[{index_of(raw_replicas, r)}]"
                     raise SnapshotError(
                         f"{where}.log_dir",
                         f"{log_dir} is not a log dir of broker {broker}",
@@ -410,7 +274,7 @@ class _Reader:
                 found.sizes.append(size)
                 found.partitions.append(i)
                 if broker in brokers:
-                    where = f"partitions[{i}].replicas[{_index_of(raw_replicas, r)}]"
+                    where = f"partitions[{i}].replicas[{index_of(raw_replicas, r)}]"
                     raise SnapshotError(
                         f"{where}.broker",
                         f"broker {broker} holds two replicas of {topic}-{number}",
@@ -427,7 +291,7 @@ class _Reader:
             for member in isr:
                 if type(member) is not int or member not in brokers:
                     # Every member's type first: a schema error outranks a consistency one.
-                    isr = [_as_int(m, f"partitions[{i}].isr[{k}]", 0) for k, m in enumerate(isr)]
+                    isr = [as_int(m, f"partitions[{i}].isr[{k}]", 0) for k, m in enumerate(isr)]
                     for k, m in enumerate(isr):
                         self.isr_member(m, brokers, f"partitions[{i}].isr[{k}]", topic, number)
                     break
@@ -444,13 +308,13 @@ class _Reader:
             )
 
     def group(self, obj: Any, path: str) -> ConsumerGroup:
-        name, raw_members, kind, protocol, state, rebalance, racks = _fields(obj, _GROUP, path)
+        name, raw_members, kind, protocol, state, rebalance, racks = fields(obj, GROUP_FIELDS, path)
         members: list[Member] = []
         seen: set[str] = set()
         for k, raw in enumerate(raw_members):
             where = f"{path}.members[{k}]"
-            member_id, instance_id, client_id, rack, topics, raw_assigned = _fields(
-                raw, _MEMBER, where)
+            member_id, instance_id, client_id, rack, topics, raw_assigned = fields(
+                raw, MEMBER_FIELDS, where)
             if member_id in seen:
                 raise SnapshotError(
                     f"{where}.member_id", f"{member_id} appears twice in {name}", "consistency"
@@ -459,14 +323,14 @@ class _Reader:
             for t, topic in enumerate(topics):
                 if type(topic) is not str or not topic:
                     raise SnapshotError(
-                        f"{where}.topics[{t}]", f"expected a topic name, got {_shown(topic)}"
+                        f"{where}.topics[{t}]", f"expected a topic name, got {shown(topic)}"
                     )
             assigned: list[Assigned] = []
             for a, item in enumerate(raw_assigned):
                 at = f"{where}.assignment[{a}]"
-                topic, numbers = _fields(item, _ASSIGNED, at)
+                topic, numbers = fields(item, ASSIGNED_FIELDS, at)
                 assigned.append(Assigned(topic, tuple(
-                    _as_int(n, f"{at}.partitions[{k}]", 0) for k, n in enumerate(numbers))))
+                    as_int(n, f"{at}.partitions[{k}]", 0) for k, n in enumerate(numbers))))
             members.append(Member(member_id, client_id, rack, tuple(topics), instance_id,
                                   tuple(assigned)))
         return ConsumerGroup(name, tuple(members), kind, protocol, state, rebalance,
