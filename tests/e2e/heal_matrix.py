@@ -1,8 +1,8 @@
 """The whole-loop heal on one sandbox, the same body on every Kafka line and mode
-(test_heal_matrix_*.py; the ZooKeeper corner is test_heal_loop.py, with a real browser):
-a dir fails under traffic, the loop proposes one fix, it is approved through the API,
-`serve` moves the replicas, the cluster is whole and every acknowledged message was read
-exactly once."""
+(test_heal_matrix_*.py; the ZooKeeper corner is test_heal_loop.py, with a real browser;
+the secured sandbox's, test_secured_heal*.py): a dir fails under traffic, the loop
+proposes one fix, it is approved through the API, `serve` moves the replicas, the
+cluster is whole and every acknowledged message was read exactly once."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from remediation.executor.lifecycle import is_terminal
 from sandbox import cluster, loop, traffic, versions
 from sandbox.state import SandboxState
 from tests.conftest import prove
+from tests.integration.secured_support import sandbox_secrets
 from tests.e2e.loop_support import dir_holding, drop_topics, on_dir_now, wait, wait_for_batches
 
 POLICY = """
@@ -114,3 +115,53 @@ def heal_under_traffic(state: SandboxState, work: Path, record_property: Any,
             cluster.heal_disk(state.reload(), broker, path)
             state.reload()
         traffic.delete_topic(state, topic)
+
+
+def _bus_records(state: SandboxState, prefix: str) -> bytes:
+    """Every record's key and value on the loop's topics, read as the admin."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({**cluster.client_config(state), "group.id": "unused",
+                         "enable.auto.commit": False})
+    try:
+        topics = [t for t in consumer.list_topics(timeout=10).topics if t.startswith(prefix)]
+        seen = bytearray()
+        for topic in topics:
+            for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                if high <= low:
+                    continue
+                consumer.assign([TopicPartition(topic, p, low)])
+                read = 0
+                while read < high - low:
+                    msg = consumer.poll(5)
+                    if msg is None:
+                        break
+                    if msg.error() is None:
+                        seen += (msg.key() or b"") + (msg.value() or b"")
+                        read += 1
+        return bytes(seen)
+    finally:
+        consumer.close()
+
+
+def secured_heal(state: SandboxState, work: Path, record_property: Any) -> None:
+    """The heal on a secured sandbox, each piece as its own principal (the bus topics are
+    `selfheal.`, which its ACLs name); then no secret of the sandbox or the loop is in
+    any process log, any record on the bus or any API answer."""
+    secrets = sandbox_secrets(state)
+
+    def no_secret_anywhere(the_loop: loop.Loop) -> None:
+        secrets["the link secret"] = str(the_loop.config["serve"]["link_secret"])
+        secrets["the API token"] = the_loop.api_token
+        outputs: dict[str, bytes] = {
+            str(log): log.read_bytes() for log in Path(the_loop.work_dir, "logs").glob("*")}
+        outputs["records on the bus"] = _bus_records(state, the_loop.topic(""))
+        outputs["the actions API"] = json.dumps(api(the_loop, "GET", "/actions")).encode()
+        assert outputs["records on the bus"]  # the loop did write there
+        leaks = [(what, where) for where, text in outputs.items()
+                 for what, secret in secrets.items() if secret.encode() in text]
+        assert leaks == []
+
+    heal_under_traffic(state, work, record_property, prefix="selfheal.",
+                       after=no_secret_anywhere)

@@ -6,75 +6,24 @@ the sandbox is in any process log, any record on the bus or any API answer."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from sandbox import cluster, loop
 from sandbox.state import SandboxState
-from tests.e2e.heal_matrix import api, heal_under_traffic
+from tests.e2e.heal_matrix import secured_heal
+from tests.integration.secured_support import secured_sandbox
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory) -> Iterator[SandboxState]:
-    state = cluster.up(tmp_path_factory.mktemp("secured-heal"), brokers=3, log_dirs=2,
-                       racks=3, security="sasl_ssl")
-    try:
+    with secured_sandbox(tmp_path_factory, "secured-heal", brokers=3, log_dirs=2,
+                         racks=3) as state:
         yield state
-    finally:
-        cluster.down(state.reload())
-
-
-def _bus_records(state: SandboxState, prefix: str) -> bytes:
-    """Every record's key and value on the loop's topics, read as the admin."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({**cluster.client_config(state), "group.id": "unused",
-                         "enable.auto.commit": False})
-    try:
-        topics = [t for t in consumer.list_topics(timeout=10).topics if t.startswith(prefix)]
-        seen = bytearray()
-        for topic in topics:
-            for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-                if high <= low:
-                    continue
-                consumer.assign([TopicPartition(topic, p, low)])
-                read = 0
-                while read < high - low:
-                    msg = consumer.poll(5)
-                    if msg is None:
-                        break
-                    if msg.error() is None:
-                        seen += (msg.key() or b"") + (msg.value() or b"")
-                        read += 1
-        return bytes(seen)
-    finally:
-        consumer.close()
 
 
 def test_a_failed_disk_is_healed_with_each_piece_on_its_own_acls(secured, tmp_path_factory,
                                                                  record_property) -> None:
-    security = secured.security
-    assert security is not None
-    secrets = {f"password of {p}": security.password(p) for p in security.principals}
-    secrets["the action signing key"] = str(secured.action_signing_key)
-
-    def no_secret_anywhere(the_loop: loop.Loop) -> None:
-        secrets["the link secret"] = str(the_loop.config["serve"]["link_secret"])
-        secrets["the API token"] = the_loop.api_token
-        outputs: dict[str, bytes] = {
-            str(log): log.read_bytes() for log in Path(the_loop.work_dir, "logs").glob("*")}
-        outputs["records on the bus"] = _bus_records(secured, the_loop.topic(""))
-        outputs["the actions API"] = json.dumps(api(the_loop, "GET", "/actions")).encode()
-        assert outputs["records on the bus"]  # the loop did write there
-        leaks = [(what, where) for where, text in outputs.items()
-                 for what, secret in secrets.items() if secret.encode() in text]
-        assert leaks == []
-
-    heal_under_traffic(secured, tmp_path_factory.mktemp("secured-loop"), record_property,
-                       prefix="selfheal.", after=no_secret_anywhere)
+    secured_heal(secured, tmp_path_factory.mktemp("secured-loop"), record_property)
