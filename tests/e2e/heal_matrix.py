@@ -18,8 +18,8 @@ from remediation.executor.lifecycle import is_terminal
 from sandbox import cluster, loop, traffic, versions
 from sandbox.state import SandboxState
 from tests.conftest import prove
-from tests.integration.secured_support import sandbox_secrets
 from tests.e2e.loop_support import dir_holding, drop_topics, on_dir_now, wait, wait_for_batches
+from tests.integration.secured_support import sandbox_secrets
 
 POLICY = """
 [actions]

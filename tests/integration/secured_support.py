@@ -4,13 +4,18 @@ SCRAM-SHA-512 and an authorizer with no allow-everyone, on Kafka 4.4 KRaft by de
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
-from sandbox import cluster, secure_zk
+from sandbox import cluster, grants, secure_zk
 from sandbox.state import SandboxState
+from tests.conftest import SELFHEAL
 
 
 @contextmanager
@@ -34,3 +39,23 @@ def sandbox_secrets(state: SandboxState) -> dict[str, str]:
         found.update(secure_zk.passwords(security))
     found["the action signing key"] = str(state.action_signing_key)
     return found
+
+
+def doctor(state: SandboxState, principal: str, *args: str, config: Path | None = None,
+           **env: str) -> subprocess.CompletedProcess[str]:
+    """`selfheal doctor` with ``principal``'s config (or ``config``); no secret of the
+    sandbox may be in what it prints."""
+    security = state.security
+    assert security is not None
+    full = {**os.environ, "SELFHEAL_SANDBOX_DIR": state.work_dir,
+            "SELFHEAL_CONFIG": str(config or grants.config_file(security, principal)), **env}
+    out = subprocess.run([*SELFHEAL, "doctor", "--timeout", "5", *args], capture_output=True,
+                         text=True, env=full, timeout=180)
+    leaked = [what for what, s in sandbox_secrets(state).items()
+              if s in out.stdout + out.stderr]
+    assert leaked == [], "a secret leaked"
+    return out
+
+
+def statuses(out: subprocess.CompletedProcess[str]) -> dict[str, dict[str, str]]:
+    return {c["check"]: c for c in json.loads(out.stdout)["checks"]}

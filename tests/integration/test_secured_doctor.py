@@ -5,46 +5,24 @@ named, and granting it back passes again. No secret in any output."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from sandbox import cluster, grants
+from sandbox import grants
 from sandbox.pki import Authority
 from sandbox.state import SandboxState
-from tests.conftest import SELFHEAL
+from tests.integration.secured_support import doctor, secured_sandbox, statuses
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory) -> Iterator[SandboxState]:
-    state = cluster.up(tmp_path_factory.mktemp("secured-doctor"), brokers=2, log_dirs=1,
-                       racks=2, security="sasl_ssl")
-    try:
+    with secured_sandbox(tmp_path_factory, "secured-doctor", brokers=2, log_dirs=1,
+                         racks=2) as state:
         yield state
-    finally:
-        cluster.down(state.reload())
-
-
-def doctor(state: SandboxState, principal: str, *args: str, **env: str):
-    security = state.security
-    assert security is not None
-    full = {**os.environ, "SELFHEAL_SANDBOX_DIR": state.work_dir,
-            "SELFHEAL_CONFIG": str(grants.config_file(security, principal)), **env}
-    out = subprocess.run([*SELFHEAL, "doctor", "--timeout", "5", *args], capture_output=True,
-                         text=True, env=full, timeout=180)
-    secrets = [security.password(p) for p in security.principals]
-    assert not [s for s in secrets if s in out.stdout + out.stderr], "a password leaked"
-    return out
-
-
-def statuses(out) -> dict[str, dict[str, str]]:
-    return {c["check"]: c for c in json.loads(out.stdout)["checks"]}
 
 
 @pytest.mark.parametrize("principal,process", [("selfheal-serve", None),
