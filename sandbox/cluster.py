@@ -74,6 +74,8 @@ def plan_layout(
                          brokers=[], kafka=line.line, quorum=line.quorum,
                          release=line.release_version)
     if security is not None:
+        if mode == "zk":
+            secure_zk.check_mode(security)
         state.security = secure.prepare(work_dir, security)
         if mode == "zk":
             secure_zk.prepare(state.security)

@@ -49,13 +49,17 @@ def passwords(security: SecurityState) -> dict[str, str]:
     return {f"ZooKeeper password of {u}": security.password(secret_name(u)) for u in ZK_USERS}
 
 
+def check_mode(security: str) -> None:
+    """Refuse, before anything is written, what ZooKeeper mode does not secure."""
+    if security != "sasl_ssl":
+        raise SandboxError("--mode zk secures with --security sasl_ssl only (mutual TLS "
+                           "runs in KRaft mode): use --security sasl_ssl")
+
+
 def prepare(security: SecurityState) -> None:
     """A random password per ZooKeeper user, beside the Kafka ones."""
     import secrets as random_secrets
 
-    if security.mode != "sasl_ssl":
-        raise SandboxError("--mode zk secures with --security sasl_ssl only (mutual TLS "
-                           "runs in KRaft mode): use --security sasl_ssl")
     for user in ZK_USERS:
         _write_private(security.password_file(secret_name(user)),
                        (random_secrets.token_urlsafe(24) + "\n").encode())
