@@ -206,7 +206,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="KRaft (default; KIP-858 JBOD) or ZooKeeper (Kafka 3.9 only)")
     p.add_argument("--security", choices=("sasl_ssl", "mtls"), default=None,
                    help="TLS with SCRAM-SHA-512 users (sasl_ssl) or client certificates "
-                   "(mtls), and an authorizer that allows only what ACLs grant; secrets "
+                   "(mtls), and an authorizer that allows only what ACLs grant; in ZooKeeper "
+                   "mode sasl_ssl only, with ZooKeeper taking SASL sessions only; secrets "
                    "go to files under the work dir's secrets/ (default: plaintext)")
     p.set_defaults(func=_up)
 

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from sandbox import configs, grants, jvm, kraft, processes, secure, versions
+from sandbox import configs, grants, jvm, kraft, processes, secure, secure_zk, versions
 from sandbox.jvm import SandboxError
 from sandbox.ports import PortBook, PortClash
 from sandbox.startup import StartupFailed, check_alive, log_tail, wait_port
@@ -67,16 +67,17 @@ def plan_layout(
         line = versions.check_mode(kafka, mode)
     except versions.UnsupportedKafka as exc:
         raise SandboxError(str(exc)) from None
-    if security is not None and mode != "kraft":
-        raise SandboxError("--security runs in KRaft mode only (ZooKeeper's own SASL is not "
-                           "in the sandbox): leave out --mode zk")
     rack_names = _rack_names(racks)
     book = ports or PortBook()
     state = SandboxState(mode=mode, work_dir=str(work_dir), cluster_id=_new_cluster_id(),
                          brokers=[], kafka=line.line, quorum=line.quorum,
                          release=line.release_version)
     if security is not None:
+        if mode == "zk":
+            secure_zk.check_mode(security)
         state.security = secure.prepare(work_dir, security)
+        if mode == "zk":
+            secure_zk.prepare(state.security)
 
     def server(role: str, node_id: int, name: str, exporter: bool) -> ServerState:
         conf_dir = work_dir / name
@@ -95,9 +96,11 @@ def plan_layout(
 
     if mode == "zk":
         zk = server("zookeeper", 0, "zookeeper", exporter=False)
-        configs.write_properties(
-            Path(zk.config), configs.zookeeper_props(work_dir / "zookeeper" / "data", zk.port)
-        )
+        props = configs.zookeeper_props(work_dir / "zookeeper" / "data", zk.port)
+        if state.security is not None:
+            props.update(secure_zk.zookeeper_props())
+            secure_zk.write_server_jaas(state.security, Path(zk.config).parent)
+        configs.write_properties(Path(zk.config), props)
         state.zookeeper = zk
     else:
         ctl = server("controller", KRAFT_CONTROLLER_ID, "controller", exporter=True)
@@ -128,6 +131,9 @@ def plan_layout(
             )
         if state.security is not None:
             props.update(secure.broker_props(state.security, b.port))
+            if mode == "zk":
+                props.update(secure_zk.broker_props())
+                secure_zk.write_client_jaas(state.security, Path(b.config).parent)
         configs.write_properties(Path(b.config), props)
         if state.security is not None:
             Path(b.config).chmod(0o600)  # it holds the broker's own SCRAM password
@@ -209,6 +215,8 @@ def _up_once(work_dir: Path, brokers: int, log_dirs: int, racks: int, mode: str 
             jvm.start(state, head)
             progress(f"{head.role} starting on 127.0.0.1:{head.port} (pid {head.pid})")
             wait_port(head, timeout)
+            if state.security is not None and state.mode == "zk":
+                secure_zk.add_super_users(state, progress)
             for b in state.brokers:
                 book.release([b.port, b.exporter_port])
                 jvm.start(state, b)
@@ -356,7 +364,7 @@ def _wait_unregistered(state: SandboxState, broker_id: int, progress: Progress,
         return  # KRaft: a restarted broker re-registers with a new incarnation
     from kazoo.client import KazooClient
 
-    zk = KazooClient(hosts=state.zookeeper_connect)
+    zk = KazooClient(hosts=state.zookeeper_connect, **secure_zk.kazoo_options(state))
     zk.start(timeout=15)
     try:
         path = f"/brokers/ids/{broker_id}"

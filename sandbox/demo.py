@@ -333,7 +333,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="KRaft (default) or ZooKeeper (Kafka 3.9 only)")
     p.add_argument("--security", choices=("sasl_ssl", "mtls"), default=None,
                    help="a secured sandbox: TLS, SCRAM users or client certificates, and "
-                        "each process with only its ACLs (docs/security.md); KRaft only")
+                        "each process with only its ACLs (docs/security.md); ZooKeeper mode: "
+                        "sasl_ssl, with ZooKeeper SASL too")
     p.add_argument("--approve-by-hand", action="store_true",
                    help="print the approval link and wait for you to click it, instead of "
                         "clicking it for you")

@@ -119,25 +119,33 @@ def security_section(security: SecurityState, principal: str) -> dict[str, str]:
     return found
 
 
-def sections(security: SecurityState, principal: str) -> dict[str, dict[str, str]]:
-    """The config sections that secure ``principal``'s connections: [cluster.security],
-    and for the collector (its metrics collector scrapes the exporters)
-    [cluster.exporter_security]."""
+def sections(state: SandboxState, principal: str) -> dict[str, dict[str, str]]:
+    """The security sections of ``principal``'s config: [cluster.security]; for the
+    collector (its metrics collector scrapes the exporters) [cluster.exporter_security];
+    and in ZooKeeper mode [cluster.zookeeper_security] (the collector's watches and
+    serve's lock; every process's, so the doctor's ZooKeeper check passes for each)."""
+    from sandbox import secure_zk
     from sandbox.secure import exporter_section
 
+    security = state.security
+    assert security is not None
     found = {"cluster.security": security_section(security, principal)}
     if principal == PRINCIPAL["collect-metrics"]:
         found["cluster.exporter_security"] = exporter_section(security)
+    if state.mode == "zk":
+        found["cluster.zookeeper_security"] = secure_zk.zookeeper_security(security)
     return found
 
 
-def _config_text(security: SecurityState, principal: str) -> str:
+def _config_text(state: SandboxState, principal: str) -> str:
     from sandbox.loop import render_toml
 
-    return (f"# {principal}: written by `selfheal sandbox up --security {security.mode}`.\n"
+    assert state.security is not None
+    return (f"# {principal}: written by `selfheal sandbox up --security "
+            f"{state.security.mode}`.\n"
             "# The rest of [cluster] comes from the running sandbox; the bus is the\n"
             "# cluster, so [bus.security] is this one.\n"
-            + render_toml({}, sections(security, principal)))
+            + render_toml({}, sections(state, principal)))
 
 
 def set_up(state: SandboxState, progress: Callable[[str], None]) -> None:
@@ -149,6 +157,6 @@ def set_up(state: SandboxState, progress: Callable[[str], None]) -> None:
     for principal in principals:
         path = config_file(security, principal)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(_config_text(security, principal))
+        path.write_text(_config_text(state, principal))
     progress(f"ACLs granted per core/acls.py; configs in {config_file(security, 'x').parent}"
              " (SELFHEAL_CONFIG=<one of them>)")

@@ -59,6 +59,9 @@ def _jvm_cmd(server: ServerState, kafka: str, heap: str, main_class: str,
         line.log_flag(conf_dir),
         f"-Dkafka.logs.dir={conf_dir}",
     ]
+    jaas = conf_dir / "jaas.conf"  # the secured ZooKeeper-mode sandbox's (secure_zk.py)
+    if jaas.exists():
+        cmd.append(f"-Djava.security.auth.login.config={jaas}")
     if server.exporter_port is not None:
         cmd.append(
             f"-javaagent:{jars.jmx_agent()}=127.0.0.1:{server.exporter_port}:{exporter_config}"

@@ -236,7 +236,7 @@ def _principal_config(state: SandboxState, work_dir: Path, top: Mapping[str, Any
     """The loop's configuration plus ``principal``'s [cluster.security]."""
     assert state.security is not None
     path = work_dir / f"selfheal.{principal}.toml"
-    path.write_text(render_toml(top, {**config, **grants.sections(state.security, principal)}))
+    path.write_text(render_toml(top, {**config, **grants.sections(state, principal)}))
     return path
 
 

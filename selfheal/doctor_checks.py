@@ -255,15 +255,25 @@ def zookeeper(config: Config, timeout: float) -> Check | None:
         settings = kazoo_settings(config.cluster_zookeeper_security)
     except SecurityError as exc:
         return Check("zookeeper", FAIL, str(exc), "fix [cluster.zookeeper_security]")
+    from kazoo.exceptions import SessionClosedRequireSaslError
+
     client = KazooClient(hosts=hosts, **settings)
     started = time.monotonic()
     try:
         client.start(timeout=timeout)
-        ids = client.get_children("/brokers/ids")
+        # bounded: a session ZooKeeper closed at its SASL login leaves a call waiting
+        ids = client.get_children_async("/brokers/ids").get(timeout=timeout)
+    except SessionClosedRequireSaslError:
+        if "sasl_options" in settings:
+            return Check("zookeeper", FAIL, f"{hosts}: the SASL login was refused",
+                         "check [cluster.zookeeper_security] username and password")
+        return Check("zookeeper", FAIL, f"{hosts} takes SASL-authenticated sessions only",
+                     "set [cluster.zookeeper_security] sasl_mechanism, username and "
+                     "password_file")
     except Exception as exc:  # noqa: BLE001 - every reason is reported
         return Check("zookeeper", FAIL, f"{hosts}: {type(exc).__name__}",
-                     "check zookeeper_connect and [cluster.zookeeper_security] (SASL user, "
-                     "use_ssl and the CA)")
+                     "check zookeeper_connect and [cluster.zookeeper_security] (SASL user "
+                     "and password, use_ssl and the CA)")
     finally:
         client.stop()
         client.close()

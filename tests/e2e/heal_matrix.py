@@ -1,8 +1,8 @@
 """The whole-loop heal on one sandbox, the same body on every Kafka line and mode
-(test_heal_matrix_*.py; the ZooKeeper corner is test_heal_loop.py, with a real browser):
-a dir fails under traffic, the loop proposes one fix, it is approved through the API,
-`serve` moves the replicas, the cluster is whole and every acknowledged message was read
-exactly once."""
+(test_heal_matrix_*.py; the ZooKeeper corner is test_heal_loop.py, with a real browser;
+the secured sandbox's, test_secured_heal*.py): a dir fails under traffic, the loop
+proposes one fix, it is approved through the API, `serve` moves the replicas, the
+cluster is whole and every acknowledged message was read exactly once."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from sandbox import cluster, loop, traffic, versions
 from sandbox.state import SandboxState
 from tests.conftest import prove
 from tests.e2e.loop_support import dir_holding, drop_topics, on_dir_now, wait, wait_for_batches
+from tests.integration.secured_support import sandbox_secrets
 
 POLICY = """
 [actions]
@@ -122,3 +123,59 @@ def heal_under_traffic(state: SandboxState, work: Path, record_property: Any,
             cluster.heal_disk(state.reload(), broker, path)
             state.reload()
         traffic.delete_topic(state, topic)
+
+
+def _bus_records(state: SandboxState, prefix: str) -> dict[str, bytes]:
+    """Every record's key and value on the loop's topics, by topic, read as the admin."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({**cluster.client_config(state), "group.id": "unused",
+                         "enable.auto.commit": False})
+    try:
+        topics = [t for t in consumer.list_topics(timeout=10).topics if t.startswith(prefix)]
+        seen: dict[str, bytearray] = {}
+        for topic in topics:
+            for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                if high <= low:
+                    continue
+                consumer.assign([TopicPartition(topic, p, low)])
+                read = 0
+                while read < high - low:
+                    msg = consumer.poll(5)
+                    if msg is None:
+                        break
+                    if msg.error() is None:
+                        seen.setdefault(topic, bytearray()).extend(
+                            (msg.key() or b"") + (msg.value() or b""))
+                        read += 1
+        return {topic: bytes(records) for topic, records in seen.items()}
+    finally:
+        consumer.close()
+
+
+def secured_heal(state: SandboxState, work: Path, record_property: Any) -> None:
+    """The heal on a secured sandbox, each piece as its own principal (the bus topics are
+    `selfheal.`, which its ACLs name); then no secret of the sandbox or the loop is in
+    any process log, any record on the bus or any API answer."""
+    secrets = sandbox_secrets(state)
+
+    def no_secret_anywhere(the_loop: loop.Loop) -> None:
+        secrets["the link secret"] = str(the_loop.config["serve"]["link_secret"])
+        secrets["the API token"] = the_loop.api_token
+        outputs: dict[str, bytes] = {
+            str(log): log.read_bytes() for log in Path(the_loop.work_dir, "logs").glob("*")}
+        on_bus = _bus_records(state, the_loop.topic(""))
+        outputs["records on the bus"] = b"".join(on_bus.values())
+        outputs["the actions API"] = json.dumps(api(the_loop, "GET", "/actions")).encode()
+        # the metrics path scraped the exporters over HTTPS with basic auth: records, and
+        # never a refused scrape (a metrics path without its settings reports nothing)
+        assert on_bus.get(the_loop.topic("broker-metrics"))
+        metrics_log = Path(the_loop.work_dir, "logs", "collect-metrics.log").read_text()
+        assert "https://" in metrics_log and "ERROR exporter" not in metrics_log, metrics_log
+        leaks = [(what, where) for where, text in outputs.items()
+                 for what, secret in secrets.items() if secret.encode() in text]
+        assert leaks == []
+
+    heal_under_traffic(state, work, record_property, prefix="selfheal.",
+                       after=no_secret_anywhere)

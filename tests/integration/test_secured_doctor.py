@@ -7,49 +7,27 @@ once it is granted back. No secret in any output."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from core.config import load
-from sandbox import cluster, grants, traffic
+from sandbox import grants, traffic
 from sandbox.pki import Authority
 from sandbox.state import SandboxState
-from tests.conftest import SELFHEAL
 from tests.integration.collect_support import Collector
+from tests.integration.secured_support import doctor, secured_sandbox, statuses
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory) -> Iterator[SandboxState]:
-    state = cluster.up(tmp_path_factory.mktemp("secured-doctor"), brokers=2, log_dirs=1,
-                       racks=2, security="sasl_ssl")
-    try:
+    with secured_sandbox(tmp_path_factory, "secured-doctor", brokers=2, log_dirs=1,
+                         racks=2) as state:
         yield state
-    finally:
-        cluster.down(state.reload())
-
-
-def doctor(state: SandboxState, principal: str, *args: str, **env: str):
-    security = state.security
-    assert security is not None
-    full = {**os.environ, "SELFHEAL_SANDBOX_DIR": state.work_dir,
-            "SELFHEAL_CONFIG": str(grants.config_file(security, principal)), **env}
-    out = subprocess.run([*SELFHEAL, "doctor", "--timeout", "5", *args], capture_output=True,
-                         text=True, env=full, timeout=180)
-    leaked = [n for n, s in security.secrets().items() if s in out.stdout + out.stderr]
-    assert not leaked, f"{leaked} leaked"
-    return out
-
-
-def statuses(out) -> dict[str, dict[str, str]]:
-    return {c["check"]: c for c in json.loads(out.stdout)["checks"]}
 
 
 @pytest.mark.parametrize("principal,process", [("selfheal-serve", "serve"),
