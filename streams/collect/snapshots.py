@@ -33,6 +33,7 @@ from schemas import snapshot_chunks as chunking
 from schemas.records import LogDirEvent
 from schemas.registry import RecordError
 from streams.collect.api_watch import ApiWatch
+from streams.collect.coalesce import Coalescer
 from streams.collect.events import DIR_FAILURE, ClusterView, change_event, view_changes
 from streams.collect.placement_metrics import PlacementMetrics
 from streams.collect.runner import CollectError, CollectorRun, Periodic
@@ -40,45 +41,6 @@ from streams.collect.sink import ORIGIN_HEADER, RecordSink, record_key
 
 ASSIGN_TIMEOUT_SECONDS = 30.0
 _HINT = "check that the brokers run and [cluster] bootstrap_servers is right"
-
-
-class Coalescer:
-    """Turns a burst of triggers into one: due ``window`` seconds after the first."""
-
-    def __init__(self, window: float) -> None:
-        self.window = window
-        self.due_at: float | None = None
-        self.reasons: list[str] = []
-        # The brokers the gathered triggers are about; None once one names none.
-        self.brokers: set[int] | None = set()
-
-    def note(self, now: float, reason: str, wait: bool = True,
-             brokers: Iterable[int] | None = None) -> None:
-        """One trigger at ``now`` about ``brokers`` (None: about the whole cluster);
-        ``wait=False`` makes the next one due at once."""
-        due = now + self.window if wait else now
-        self.due_at = due if self.due_at is None else min(self.due_at, due)
-        self.reasons.append(reason)
-        if brokers is None or self.brokers is None:
-            self.brokers = None
-        else:
-            self.brokers.update(brokers)
-
-    def about(self) -> set[int] | None:
-        """The brokers the triggers gathered so far are about, or None for all; read it
-        before `take`."""
-        return None if self.brokers is None else set(self.brokers)
-
-    def due(self, now: float) -> bool:
-        return self.due_at is not None and now >= self.due_at
-
-    def take(self) -> str:
-        """The reasons gathered since the last take, summed up; resets."""
-        reasons, self.reasons, self.due_at = self.reasons, [], None
-        self.brokers = set()
-        if len(reasons) <= 2:
-            return ", ".join(reasons)
-        return f"{reasons[0]} and {len(reasons) - 1} more"
 
 
 class SnapshotCollector:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streams.collect.snapshots import Coalescer
+from streams.collect.coalesce import Coalescer
 
 
 def test_a_burst_within_the_window_is_due_once_a_window_after_the_first_event():

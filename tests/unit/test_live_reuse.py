@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from core.live import PlacementMemory, read_snapshot
+from streams.collect.coalesce import Coalescer
 from streams.collect.events import ClusterView
-from streams.collect.snapshots import Coalescer
 
 
 class Admin:
