@@ -160,7 +160,7 @@ def secured_heal(state: SandboxState, work: Path, record_property: Any) -> None:
     any process log, any record on the bus or any API answer."""
     secrets = sandbox_secrets(state)
 
-    def no_secret_anywhere(the_loop: loop.Loop) -> None:
+    def no_secret_anywhere(the_loop: loop.Loop, *_: object) -> None:
         secrets["the link secret"] = str(the_loop.config["serve"]["link_secret"])
         secrets["the API token"] = the_loop.api_token
         outputs: dict[str, bytes] = {

@@ -58,13 +58,13 @@ def test_the_doctor_says_in_one_line_that_zookeeper_wants_sasl(secured_zk, tmp_p
     without = tmp_path / "no-zookeeper-security.toml"
     without.write_text(render_toml({}, {"cluster.security": grants.security_section(
         security, "selfheal-serve")}))
-    out = doctor(secured_zk, "selfheal-serve", config=without)
+    out = doctor(secured_zk, "selfheal-serve", "--process", "serve", config=without)
     assert out.returncode == 1
     (line,) = [x for x in out.stdout.splitlines() if x.startswith("FAIL zookeeper:")]
     assert "SASL-authenticated sessions only" in line
     assert "-> set [cluster.zookeeper_security]" in line
 
-    out = doctor(secured_zk, "selfheal-serve")
+    out = doctor(secured_zk, "selfheal-serve", "--process", "serve")
     assert out.returncode == 0, out.stdout
     (line,) = [x for x in out.stdout.splitlines() if x.split()[1:2] == ["zookeeper:"]]
     assert line.startswith("ok ") and "3 brokers registered" in line
