@@ -179,7 +179,7 @@ def secured_heal(state: SandboxState, work: Path, record_property: Any) -> None:
     secrets = sandbox_secrets(state)
     paged = PagedApproval(state, work)
 
-    def no_secret_anywhere(the_loop: loop.Loop) -> None:
+    def no_secret_anywhere(the_loop: loop.Loop, _broker: int, _dir: str) -> None:
         secrets["the link secret"] = str(the_loop.config["serve"]["link_secret"])
         secrets["the API token"] = the_loop.api_token
         outputs: dict[str, bytes] = {
