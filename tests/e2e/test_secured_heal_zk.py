@@ -1,7 +1,8 @@
 """The whole-loop heal on a secured Kafka 3.9 sandbox in ZooKeeper mode: SASL_SSL with
 SCRAM-SHA-512, AclAuthorizer with no allow-everyone, and ZooKeeper taking SASL
 DIGEST-MD5 sessions only (sandbox/secure_zk.py). ZooKeeper closes a session without
-credentials and the doctor says so in one line; with the sandbox's
+credentials, and refuses a wrong password, and the doctor says each in one line (and
+`serve` the second, for its lock); with the sandbox's
 [cluster.zookeeper_security] the collector watches and serve holds its lock; a dir fails
 under traffic and is healed (heal_matrix.py) with no secret in any output."""
 
@@ -63,6 +64,23 @@ def test_the_doctor_says_in_one_line_that_zookeeper_wants_sasl(secured_zk, tmp_p
     (line,) = [x for x in out.stdout.splitlines() if x.startswith("FAIL zookeeper:")]
     assert "SASL-authenticated sessions only" in line
     assert "-> set [cluster.zookeeper_security]" in line
+
+    # A wrong password: ZooKeeper refuses the login; one line, no traceback from kazoo's
+    # connection thread.
+    wrong = tmp_path / "wrong-zookeeper.password"
+    wrong.write_text("not-the-password")
+    wrong.chmod(0o600)
+    zk_section = {**secure_zk.zookeeper_security(security), "password_file": str(wrong)}
+    bad = tmp_path / "wrong-zookeeper-password.toml"
+    bad.write_text(render_toml({}, {
+        "cluster.security": grants.security_section(security, "selfheal-serve"),
+        "cluster.zookeeper_security": zk_section}))
+    out = doctor(secured_zk, "selfheal-serve", config=bad)
+    assert out.returncode == 1
+    (line,) = [x for x in out.stdout.splitlines() if x.startswith("FAIL zookeeper:")]
+    assert f"refused the SASL login of '{secure_zk.PRODUCT_USER}'" in line, line
+    assert "-> check [cluster.zookeeper_security] username and password_file" in line, line
+    assert "Traceback" not in out.stderr and "zk_loop" not in out.stderr, out.stderr
 
     out = doctor(secured_zk, "selfheal-serve")
     assert out.returncode == 0, out.stdout
