@@ -247,26 +247,23 @@ def zookeeper(config: Config, timeout: float) -> Check | None:
         config.cluster.zookeeper_connect if config.cluster.mode == "zk" else None)
     if not hosts:
         return None
-    from kazoo.client import KazooClient
-
-    from core.security import kazoo_settings
-
-    try:
-        settings = kazoo_settings(config.cluster_zookeeper_security)
-    except SecurityError as exc:
-        return Check("zookeeper", FAIL, str(exc), "fix [cluster.zookeeper_security]")
     from kazoo.exceptions import SessionClosedRequireSaslError
 
-    client = KazooClient(hosts=hosts, **settings)
+    from core.zk_session import ZooKeeperLoginRefused, start, zk_client
+
+    try:
+        client = zk_client(hosts, config.cluster_zookeeper_security)
+    except SecurityError as exc:
+        return Check("zookeeper", FAIL, str(exc), "fix [cluster.zookeeper_security]")
     started = time.monotonic()
     try:
-        client.start(timeout=timeout)
+        start(client, hosts, timeout)
         # bounded: a session ZooKeeper closed at its SASL login leaves a call waiting
         ids = client.get_children_async("/brokers/ids").get(timeout=timeout)
+    except ZooKeeperLoginRefused as exc:
+        problem, todo = str(exc).split(": ", 1)
+        return Check("zookeeper", FAIL, problem, todo)
     except SessionClosedRequireSaslError:
-        if "sasl_options" in settings:
-            return Check("zookeeper", FAIL, f"{hosts}: the SASL login was refused",
-                         "check [cluster.zookeeper_security] username and password")
         return Check("zookeeper", FAIL, f"{hosts} takes SASL-authenticated sessions only",
                      "set [cluster.zookeeper_security] sasl_mechanism, username and "
                      "password_file")

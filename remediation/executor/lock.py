@@ -81,10 +81,9 @@ class ZkLeadership:
                  log: Callable[[str], None] = lambda m: None,
                  session_timeout: float = SESSION_TIMEOUT_S, *,
                  security: ZooKeeperSecurity | None = None) -> None:
-        from kazoo.client import KazooClient
         from kazoo.protocol.states import KazooState
 
-        from core.security import ZooKeeperSecurity, kazoo_settings
+        from core.zk_session import ZooKeeperLoginRefused, start, zk_client
 
         self.path = f"{LOCK_ROOT}/{cluster_id}"
         self.me = me
@@ -93,11 +92,12 @@ class ZkLeadership:
         self._leader = False
         self._stale = False  # the session that held `lock` expired
         self._connected = threading.Event()
-        self.client = KazooClient(hosts=hosts, timeout=session_timeout,
-                                  **kazoo_settings(security or ZooKeeperSecurity()))
+        self.client = zk_client(hosts, security, timeout=session_timeout)
         self.client.add_listener(self._on_state)
         try:
-            self.client.start(timeout=15)
+            start(self.client, hosts, 15)
+        except ZooKeeperLoginRefused as exc:
+            raise LockError(f"the executor lock: {exc}") from None
         except Exception as exc:
             self.client.close()
             raise LockError(f"cannot reach ZooKeeper at {hosts} for the executor lock "

@@ -120,7 +120,10 @@ class CollectorRun:
         """A failure and what to do: a denial names the ACL to add (``hint``, about
         reaching the cluster, would mislead); anything else, ``hint``."""
         from core.acls import denial
+        from core.zk_session import ZooKeeperLoginRefused
 
+        if isinstance(exc, ZooKeeperLoginRefused):
+            return str(exc)  # says what to check; "is it running" would mislead
         security = self.config.bus_security if call == "CreateTopics" \
             else self.config.cluster_security
         denied = denial(exc, security, call)

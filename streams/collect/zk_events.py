@@ -68,18 +68,17 @@ class ZkCollector:
 
     def connect(self) -> Any:
         """Start a session (kazoo then keeps it up, reconnecting with backoff)."""
-        from kazoo.client import KazooClient  # type: ignore[import-untyped]
         from kazoo.retry import KazooRetry  # type: ignore[import-untyped]
 
-        from core.security import kazoo_settings
+        from core.zk_session import start, zk_client
 
         collect = self.run.config.collect
         retry = KazooRetry(max_tries=-1, delay=collect.backoff_initial_seconds, backoff=2,
                            max_delay=collect.backoff_max_seconds)
-        client = KazooClient(hosts=self.hosts, timeout=SESSION_TIMEOUT_SECONDS,
-                             connection_retry=retry,
-                             **kazoo_settings(self.run.config.cluster_zookeeper_security))
-        client.start(timeout=collect.request_timeout_seconds)  # closes itself on failure
+        client = zk_client(self.hosts, self.run.config.cluster_zookeeper_security,
+                           timeout=SESSION_TIMEOUT_SECONDS, connection_retry=retry)
+        # closes itself on failure; a refused SASL login is one line (run.retry's)
+        start(client, self.hosts, collect.request_timeout_seconds)
         self.client = client
         client.add_listener(self._on_state)
         return client

@@ -1,9 +1,10 @@
 """The whole-loop heal on a secured Kafka 3.9 sandbox in ZooKeeper mode: SASL_SSL with
 SCRAM-SHA-512, AclAuthorizer with no allow-everyone, and ZooKeeper taking SASL
 DIGEST-MD5 sessions only (sandbox/secure_zk.py). ZooKeeper closes a session without
-credentials and the doctor says so in one line; with the sandbox's
-[cluster.zookeeper_security] the collector watches and serve holds its lock; a dir fails
-under traffic and is healed (heal_matrix.py) with no secret in any output."""
+credentials and refuses a wrong password: the doctor says each in one line, serve's lock
+the second; with the sandbox's [cluster.zookeeper_security] the collector watches and
+serve holds its lock; a dir fails under traffic and is healed (heal_matrix.py) with no
+secret in any output."""
 
 from __future__ import annotations
 
@@ -58,16 +59,53 @@ def test_the_doctor_says_in_one_line_that_zookeeper_wants_sasl(secured_zk, tmp_p
     without = tmp_path / "no-zookeeper-security.toml"
     without.write_text(render_toml({}, {"cluster.security": grants.security_section(
         security, "selfheal-serve")}))
-    out = doctor(secured_zk, "selfheal-serve", "--process", "serve", config=without)
+    out = doctor(secured_zk, "selfheal-serve", config=without)
     assert out.returncode == 1
     (line,) = [x for x in out.stdout.splitlines() if x.startswith("FAIL zookeeper:")]
     assert "SASL-authenticated sessions only" in line
     assert "-> set [cluster.zookeeper_security]" in line
 
-    out = doctor(secured_zk, "selfheal-serve", "--process", "serve")
+    # A wrong password: ZooKeeper refuses the login; one line, no traceback from kazoo's
+    # connection thread.
+    wrong = tmp_path / "wrong-zookeeper.password"
+    wrong.write_text("not-the-password")
+    wrong.chmod(0o600)
+    zk_section = {**secure_zk.zookeeper_security(security), "password_file": str(wrong)}
+    bad = tmp_path / "wrong-zookeeper-password.toml"
+    bad.write_text(render_toml({}, {
+        "cluster.security": grants.security_section(security, "selfheal-serve"),
+        "cluster.zookeeper_security": zk_section}))
+    out = doctor(secured_zk, "selfheal-serve", config=bad)
+    assert out.returncode == 1
+    (line,) = [x for x in out.stdout.splitlines() if x.startswith("FAIL zookeeper:")]
+    assert f"refused the SASL login of '{secure_zk.PRODUCT_USER}'" in line, line
+    assert "-> check [cluster.zookeeper_security] username and password_file" in line, line
+    assert "Traceback" not in out.stderr and "zk_loop" not in out.stderr, out.stderr
+
+    out = doctor(secured_zk, "selfheal-serve", "--process", "serve")  # no exporters
     assert out.returncode == 0, out.stdout
     (line,) = [x for x in out.stdout.splitlines() if x.split()[1:2] == ["zookeeper:"]]
     assert line.startswith("ok ") and "3 brokers registered" in line
+
+
+def test_serve_s_lock_says_in_one_line_that_zookeeper_refused_the_login(secured_zk,
+                                                                        tmp_path) -> None:
+    from core.security import ZooKeeperSecurity
+    from remediation.executor.lock import LockError, ZkLeadership
+
+    wrong = tmp_path / "wrong-zookeeper.password"
+    wrong.write_text("not-the-password")
+    wrong.chmod(0o600)
+    security = ZooKeeperSecurity(sasl_mechanism="DIGEST-MD5", username=secure_zk.PRODUCT_USER,
+                                 password_file=wrong)
+    hosts = secured_zk.zookeeper_connect
+    assert hosts is not None
+    with pytest.raises(LockError) as refused:
+        ZkLeadership(hosts, secured_zk.cluster_id, "serve-1", security=security)
+    assert str(refused.value) == (
+        f"the executor lock: ZooKeeper at {hosts} refused the SASL login of "
+        f"'{secure_zk.PRODUCT_USER}': check [cluster.zookeeper_security] username and "
+        "password_file")
 
 
 def test_a_failed_disk_is_healed_with_zookeeper_sasl_and_each_piece_on_its_own_acls(

@@ -98,7 +98,7 @@ def test_the_scan_finds_every_kind_of_client():
     assert {"core/bus.py", "core/owner.py"} <= found["confluent"]
     assert found["kafka-python"] == {"core/live.py"}
     assert found["spark"] == {"streams/query.py"}
-    assert {"streams/collect/zk_events.py", "remediation/executor/lock.py"} <= found["kazoo"]
+    assert found["kazoo"] == {"core/zk_session.py"}  # the collector, serve's lock, doctor
     assert "streams/collect/broker_metrics.py" in found["http"]
 
 
