@@ -26,7 +26,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from core.owner import safe_name
 from sandbox import alertmanager, cluster, jars, jvm, loop, processes, prometheus, traffic
 from sandbox.pager_receiver import ROUTING_KEY, PagerReceiver
 from sandbox.state import SandboxState
+from tests.e2e.heal_matrix import api
 from tests.e2e.loop_support import drop_topics, wait, wait_for_batches
 from tests.e2e.test_pager_loop import holder, pages
 from tests.unit.test_deploy_units import INSTALLED, UNITS, parse_unit
@@ -154,16 +154,6 @@ class Installed:
         cwd.mkdir(parents=True, exist_ok=True)  # StateDirectory=
         argv = shlex.split(service["ExecStart"][0])
         return loop.Piece(name, argv, self.root / "logs" / f"{name}.log"), env, cwd
-
-
-def api(the_loop: loop.Loop, method: str, path: str, body: Any = None) -> Any:
-    request = urllib.request.Request(
-        f"{the_loop.serve_url}/api{path}", method=method,
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {the_loop.api_token}",
-                 "Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as resp:
-        return json.load(resp)
 
 
 def test_the_operations_guide_literally_pages_and_heals_a_failed_dir(
