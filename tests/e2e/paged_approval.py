@@ -68,9 +68,14 @@ class PagedApproval:
         token = href.split("/approve/", 1)[1]
         signer = LinkSigner(str(the_loop.config["serve"]["link_secret"]).encode())
         assert signer.verify(token, datetime.now(UTC), fix["id"]).action_id == fix["id"]
-        slack = [e["url"] for r in self.receiver.accepted("slack")
-                 for b in r.body["blocks"] if b["type"] == "actions" for e in b["elements"]]
-        assert href in slack
+        # serve sends each channel on its own: Slack's page with the same link may come
+        # a moment after PagerDuty's
+        def on_slack() -> bool:
+            return href in [e["url"] for r in self.receiver.accepted("slack")
+                            for b in r.body["blocks"] if b["type"] == "actions"
+                            for e in b["elements"]]
+
+        wait(on_slack, "the Slack page with the same link", the_loop, 60)
         with urllib.request.urlopen(href, timeout=30) as resp:  # the unfurler's GET
             form = dict(_HIDDEN.findall(resp.read().decode()))
         assert set(form) == {"token", "csrf"} and form["token"] == token
