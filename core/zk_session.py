@@ -97,6 +97,14 @@ def login_refused(client: Any) -> bool:
     return watch is not None and watch.refused.is_set()
 
 
+def _close(client: Any) -> None:
+    try:
+        client.stop()
+        client.close()
+    except Exception:  # noqa: BLE001 - already stopped by kazoo, or half started
+        pass
+
+
 def start(client: Any, hosts: str, timeout: float) -> None:
     """Start ``client``'s session and prove it with a first read: ZooKeeperLoginRefused
     (the client closed) when the SASL login is refused; kazoo's own errors otherwise."""
@@ -113,9 +121,9 @@ def start(client: Any, hosts: str, timeout: float) -> None:
             return
     except Exception:
         if not login_refused(client):
+            _close(client)  # a session up but unproven must not go on reconnecting
             raise
-    client.stop()
-    client.close()
+    _close(client)
     watch = _watch(client)
     user = f" of {watch.user!r}" if watch is not None and watch.user else ""
     raise ZooKeeperLoginRefused(f"ZooKeeper at {hosts} refused the SASL login{user}: "
