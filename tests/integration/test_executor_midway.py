@@ -54,11 +54,14 @@ def test_a_disk_move_whose_target_dir_fails_ends_failed_and_its_replicas_stay_on
 
             # Two honest ends, by when the executor next acts: its per-tick check sees the
             # dir gone, or a move it submits next into that dir is refused by Kafka
-            # (KafkaStorageError; seen in a full run). Never a success.
+            # (KafkaStorageError once the broker has marked the dir offline; UnknownError
+            # while the dir is failing under the call: both seen in full runs). Never a
+            # success.
             died = done["error"].startswith(f"a target died mid-way: log dir {target} on "
                                             f"broker {broker}")
             refused = (done["error"].startswith("Kafka refused the move")
-                       and "KafkaStorageError" in done["error"])
+                       and ("KafkaStorageError" in done["error"]
+                            or "UnknownError" in done["error"]))
             assert died or refused, audit_text(done)
             assert not died or "replica moves into it lost" in done["error"]
             assert not any(a["to"] in ("verifying", "succeeded") for a in done["audit"])
