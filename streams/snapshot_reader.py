@@ -74,18 +74,27 @@ class SnapshotReader:
         consumer = self._open()
         consumer.assign([TopicPartition(ref.topic, ref.partition, ref.offset)])
         deadline = time.monotonic() + self.timeout
+        error = None
         while time.monotonic() < deadline:
             msg = consumer.poll(1.0)
             if msg is None:
                 continue
-            if msg.error() or msg.offset() != ref.offset or msg.value() is None:
+            if msg.error():
+                # e.g. the partition's leader moving off the very dir that failed:
+                # librdkafka recovers by itself, so ask again until the deadline
+                error = msg.error()
+                if error.fatal():
+                    break
+                continue
+            if msg.offset() != ref.offset or msg.value() is None:
                 break
             value = bytes(msg.value())
             if chunking.kind_of(value) == chunking.DELTA:
                 return value
             break
+        why = f"; last error {error}" if error is not None else " (compacted away?)"
         raise SnapshotMissing(f"no snapshot delta of cluster {cluster_id} at {ref.topic}"
-                              f"[{ref.partition}]@{ref.offset} (compacted away?)")
+                              f"[{ref.partition}]@{ref.offset}{why}")
 
     def _open(self) -> Any:
         from core.bus import consumer
