@@ -175,6 +175,23 @@ def partitions(state: SandboxState, topic: str) -> list[dict[str, Any]]:
                       key=lambda p: p["partition_index"])
 
 
+def partitions_settled(state: SandboxState, topic: str,
+                       settled: Callable[[dict[str, Any]], bool],
+                       timeout: float = 30.0) -> list[dict[str, Any]]:
+    """``partitions`` once every partition is ``settled``, or as last read at ``timeout``.
+
+    A reassignment is done at the controller before every broker's metadata cache says
+    so (ZooKeeper mode: UpdateMetadata is sent after it, and a loaded broker answers
+    from its older cache meanwhile), so a check of its result waits for the metadata to
+    converge; the caller asserts on what comes back."""
+    deadline = time.monotonic() + timeout
+    while True:
+        now = partitions(state, topic)
+        if all(settled(p) for p in now) or time.monotonic() > deadline:
+            return now
+        time.sleep(0.2)
+
+
 def leader_of(state: SandboxState, topic: str, partition: int) -> int:
     return next(p["leader_id"] for p in partitions(state, topic)
                 if p["partition_index"] == partition)

@@ -10,6 +10,7 @@ the same cluster is newer and serves as well.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -40,18 +41,9 @@ class SnapshotReader:
         self._consumer: Any = None
 
     def __call__(self, ref: SnapshotRef, cluster_id: str) -> bytes:
-        from confluent_kafka import TopicPartition
-
-        self._open()
-        self._consumer.assign([TopicPartition(ref.topic, ref.partition, ref.offset)])
         deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            msg = self._consumer.poll(1.0)
-            if msg is None:
-                continue
-            if msg.error():
-                raise SnapshotMissing(f"reading {ref.topic}[{ref.partition}]@{ref.offset}: "
-                                      f"{msg.error()}")
+        polled = _Polled(self._open(), ref, deadline)
+        for msg in polled:
             if (msg.offset() < ref.offset or msg.value() is None
                     or not _same_cluster(msg, cluster_id)):
                 continue  # a tombstone is no snapshot either
@@ -63,36 +55,23 @@ class SnapshotReader:
                 return self._assembled(value, ref.topic, ref.partition, msg.offset(),
                                        deadline)
             return value
+        why = (f"; last error {polled.error}" if polled.error is not None
+               else "; is the bus reachable?")
         raise SnapshotMissing(
             f"no snapshot of cluster {cluster_id} at or after {ref.topic}[{ref.partition}]"
-            f"@{ref.offset} within {self.timeout:.0f} s; is the bus reachable?")
+            f"@{ref.offset} within {self.timeout:.0f} s{why}")
 
     def delta(self, ref: SnapshotRef, cluster_id: str) -> bytes:
         """The failure delta record at exactly ``ref`` (schemas/snapshot_delta.py)."""
-        from confluent_kafka import TopicPartition
-
-        consumer = self._open()
-        consumer.assign([TopicPartition(ref.topic, ref.partition, ref.offset)])
-        deadline = time.monotonic() + self.timeout
-        error = None
-        while time.monotonic() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is None:
-                continue
-            if msg.error():
-                # e.g. the partition's leader moving off the very dir that failed:
-                # librdkafka recovers by itself, so ask again until the deadline
-                error = msg.error()
-                if error.fatal():
-                    break
-                continue
-            if msg.offset() != ref.offset or msg.value() is None:
-                break
-            value = bytes(msg.value())
-            if chunking.kind_of(value) == chunking.DELTA:
-                return value
+        polled = _Polled(self._open(), ref, time.monotonic() + self.timeout)
+        for msg in polled:
+            if msg.offset() == ref.offset and msg.value() is not None:
+                value = bytes(msg.value())
+                if chunking.kind_of(value) == chunking.DELTA:
+                    return value
             break
-        why = f"; last error {error}" if error is not None else " (compacted away?)"
+        why = (f"; last error {polled.error}" if polled.error is not None
+               else " (compacted away?)")
         raise SnapshotMissing(f"no snapshot delta of cluster {cluster_id} at {ref.topic}"
                               f"[{ref.partition}]@{ref.offset}{why}")
 
@@ -126,6 +105,33 @@ class SnapshotReader:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+
+
+class _Polled:
+    """The records of ``ref``'s partition from its offset on, until ``deadline``.
+
+    An error on the way (e.g. the partition's leader moving off the very dir that
+    failed) is one librdkafka recovers from by itself, so it is waited out and kept in
+    ``error`` for the caller's message; a fatal one ends the records."""
+
+    def __init__(self, consumer: Any, ref: SnapshotRef, deadline: float) -> None:
+        from confluent_kafka import TopicPartition
+
+        consumer.assign([TopicPartition(ref.topic, ref.partition, ref.offset)])
+        self.consumer, self.deadline = consumer, deadline
+        self.error: Any = None
+
+    def __iter__(self) -> Iterator[Any]:
+        while time.monotonic() < self.deadline:
+            msg = self.consumer.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error():
+                self.error = msg.error()
+                if self.error.fatal():
+                    return
+                continue
+            yield msg
 
 
 def _same_cluster(msg: Any, cluster_id: str) -> bool:

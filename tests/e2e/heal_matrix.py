@@ -114,7 +114,9 @@ def heal_under_traffic(state: SandboxState, work: Path, record_property: Any,
         assert [a["id"] for a in fixes] == [fix["id"]]  # one fix, not one per signal
 
         racks = {b.node_id: b.rack for b in state.brokers}
-        for p in traffic.partitions(state, topic):
+        for p in traffic.partitions_settled(
+                state, topic, lambda p: not p["offline_replicas"]
+                and len(p["replica_nodes"]) == 2):
             name = f"{topic}-{p['partition_index']}"
             assert len(p["replica_nodes"]) == 2 and not p["offline_replicas"], (name, p)
             assert len({racks[r] for r in p["replica_nodes"]}) == 2, name

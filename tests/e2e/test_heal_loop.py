@@ -96,7 +96,9 @@ def test_a_failed_disk_is_healed_after_one_click_in_a_real_browser(
             and sum(1 for e in done["audit"] if e["to"] == "approved") == 1
 
         racks = {b.node_id: b.rack for b in state.brokers}
-        for p in traffic.partitions(state, topic):
+        for p in traffic.partitions_settled(
+                state, topic, lambda p: not p["offline_replicas"]
+                and len(p["replica_nodes"]) == 2):
             name = f"{topic}-{p['partition_index']}"
             assert len(p["replica_nodes"]) == 2, name
             assert not p["offline_replicas"], name

@@ -248,7 +248,9 @@ def test_the_operations_guide_literally_pages_and_heals_a_failed_dir(
                     in ("succeeded", "failed", "cancelled", "expired") and s,
                     "the fix finishing", the_loop, 300)
         assert done["state"] == "succeeded", done["audit"]
-        for p in traffic.partitions(state, topic):
+        for p in traffic.partitions_settled(
+                state, topic, lambda p: not p["offline_replicas"]
+                and len(p["replica_nodes"]) == 2):
             assert not p["offline_replicas"] and len(p["replica_nodes"]) == 2, p
         print(f"[figures] the guide's install: dir {path} of broker {broker} paged "
               f"{first.at - faulted:.1f} s after the fault (Prometheus and Alertmanager "

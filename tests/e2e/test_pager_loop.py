@@ -193,7 +193,8 @@ def one_run(state: SandboxState, the_loop: loop.Loop, receiver: PagerReceiver,
     # approved, "ignored": not a second approval)
     assert sum(1 for e in done["audit"] if e["to"] == "approved"
                and e["from"] != "approved") == 1
-    for p in traffic.partitions(state, topic):
+    for p in traffic.partitions_settled(
+            state, topic, lambda p: not p["offline_replicas"] and len(p["replica_nodes"]) == 2):
         assert not p["offline_replicas"] and len(p["replica_nodes"]) == 2, p
     # The page stays open while the disk is still broken.
     assert not pages(receiver, "pagerduty", seen, event_action="resolve",

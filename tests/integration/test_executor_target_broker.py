@@ -114,7 +114,11 @@ class Copy:
         (self.target,) = {b_ for t in mine for b_ in t.replicas if b_ not in (victim, other)}
 
     def healed(self, state: SandboxState, replicas: dict[int, list[int]]) -> None:
-        for p in traffic.partitions(state, self.topic):
+        for p in traffic.partitions_settled(
+                state, self.topic, lambda p: p["partition_index"] not in self.on_failed
+                or (not p["offline_replicas"]
+                    and set(p["replica_nodes"]) == set(replicas[p["partition_index"]])
+                    and sorted(p["isr_nodes"]) == sorted(p["replica_nodes"]))):
             if p["partition_index"] in self.on_failed:
                 assert not p["offline_replicas"], p
                 assert set(p["replica_nodes"]) == set(replicas[p["partition_index"]]), p

@@ -33,5 +33,7 @@ def test_the_group_lease_fails_over_and_the_new_leader_executes(kraft_sandbox: S
         aid = b.propose(b.action("rebalance_leaders", reorder_plan(topic, [1, 2, 0]),
                                  "broker 1 should lead"))
         second.wait_state(aid, {"succeeded"}, timeout=120)
-        assert traffic.leader_of(state, topic, 0) == 1
-        assert traffic.partitions(state, topic)[0]["replica_nodes"] == [1, 2, 0]
+        (p, *_) = traffic.partitions_settled(
+            state, topic, lambda p: p["partition_index"] != 0
+            or (p["leader_id"], p["replica_nodes"]) == (1, [1, 2, 0]))
+        assert (p["leader_id"], p["replica_nodes"]) == (1, [1, 2, 0]), p

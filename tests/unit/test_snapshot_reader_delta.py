@@ -1,6 +1,6 @@
-"""The job's reader of a failure's delta record: a passing error on the way (the
-snapshots partition's leader moving off the dir that failed) is waited out, not taken
-for a delta that is gone."""
+"""The job's reader of a snapshot or of a failure's delta record: a passing error on the
+way (the snapshots partition's leader moving off the dir that failed) is waited out, not
+taken for a record that is gone."""
 
 from __future__ import annotations
 
@@ -75,3 +75,17 @@ def test_a_record_not_at_the_offset_is_a_delta_that_is_gone(monkeypatch):
     reader = _reader([_Msg(12, b"later")])
     with pytest.raises(SnapshotMissing, match="compacted away"):
         reader.delta(REF, "c")
+
+
+def test_the_snapshot_read_waits_out_a_passing_error_too(monkeypatch):
+    monkeypatch.setattr(chunking, "kind_of", lambda v: "snapshot")
+    monkeypatch.setattr("streams.snapshot_reader._same_cluster", lambda msg, c: True)
+    reader = _reader([_Msg(9, error=_Error(fatal=False)), _Msg(9, b"doc")])
+    assert reader(REF, "c") == b"doc"
+
+
+def test_a_snapshot_read_ended_by_a_fatal_error_names_it(monkeypatch):
+    monkeypatch.setattr(chunking, "kind_of", lambda v: "snapshot")
+    reader = _reader([_Msg(9, error=_Error(fatal=True)), _Msg(9, b"doc")])
+    with pytest.raises(SnapshotMissing, match="at or after .*last error Broker: Not leader"):
+        reader(REF, "c")
