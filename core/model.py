@@ -12,7 +12,7 @@ them once per group).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import groupby
@@ -52,7 +52,7 @@ class ClusterModel:
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
-        self.partitions: tuple[Partition, ...] = snapshot.partitions
+        self.partitions: Sequence[Partition] = snapshot.partitions
         self.brokers: dict[int, Broker] = {b.id: b for b in snapshot.brokers}
         self.rack_of: dict[int, str | None] = {b.id: b.rack for b in snapshot.brokers}
         self.alive: frozenset[int] = frozenset(b.id for b in snapshot.brokers if b.alive)
@@ -67,9 +67,10 @@ class ClusterModel:
         self._replica_racks: dict[str, dict[int, frozenset[str]]] = {}  # by topic
 
     @classmethod
-    def load(cls, source: str | Path | IO[str] | IO[bytes]) -> ClusterModel:
-        """Read, validate and index a snapshot file."""
-        return cls(load_snapshot(source))
+    def load(cls, source: str | Path | IO[str] | IO[bytes], columns: bool = False) -> ClusterModel:
+        """Read, validate and index a snapshot file (`columns`: the partitions may come
+        as schemas/snapshot_columns.py's, for a planner that reads them so)."""
+        return cls(load_snapshot(source, columns))
 
     # --- replica state ---------------------------------------------------------------
 

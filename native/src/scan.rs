@@ -1,0 +1,378 @@
+//! The snapshot's JSON read straight from its bytes: the top level split into the
+//! `partitions` array (read here, into `Columns`) and the rest (handed back as a small
+//! document for msgspec's typed decoder, which checks it as it checks the whole file).
+//!
+//! Strict by design: anything outside the plain form the collectors write (an escape
+//! in a string, an integer of 19 digits or more, a float, a duplicate key, nesting past
+//! `MAX_DEPTH`) is refused with None, and the caller then takes the msgspec path and,
+//! on a refusal there, the checking walker, which words the error. So this reader can
+//! only be stricter than the reference, never more lenient. No recursion anywhere.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::columns::Columns;
+
+pub const NONE: u32 = u32::MAX;
+const MAX_DEPTH: usize = 512;
+
+/// FNV-1a: short keys (topic names, dir paths) hashed millions of times.
+#[derive(Default)]
+pub struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+pub type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
+
+struct Scan<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Scan<'a> {
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.i) {
+            self.i += 1;
+        }
+    }
+
+    fn peek(&mut self) -> Option<u8> {
+        self.ws();
+        self.b.get(self.i).copied()
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.peek()? == c).then(|| self.i += 1)
+    }
+
+    /// The byte after a member or element: `,` (true) or `close` (false).
+    fn more(&mut self, close: u8) -> Option<bool> {
+        match self.peek()? {
+            b',' => {
+                self.i += 1;
+                Some(true)
+            }
+            c if c == close => {
+                self.i += 1;
+                Some(false)
+            }
+            _ => None,
+        }
+    }
+
+    /// A string without escapes or control characters: its raw bytes (not yet
+    /// checked as UTF-8).
+    fn string(&mut self) -> Option<&'a [u8]> {
+        self.eat(b'"')?;
+        let start = self.i;
+        loop {
+            match *self.b.get(self.i)? {
+                b'"' => break,
+                b'\\' => return None,
+                c if c < 0x20 => return None,
+                _ => self.i += 1,
+            }
+        }
+        self.i += 1;
+        Some(&self.b[start..self.i - 1])
+    }
+
+    /// A non-negative integer of at most 18 digits, or exactly -1 where `minus_one`.
+    fn int(&mut self, minus_one: bool) -> Option<i64> {
+        self.ws();
+        let negative = self.b.get(self.i) == Some(&b'-');
+        if negative {
+            if !minus_one {
+                return None;
+            }
+            self.i += 1;
+        }
+        let start = self.i;
+        let mut value: i64 = 0;
+        while let Some(&c @ b'0'..=b'9') = self.b.get(self.i) {
+            value = value * 10 + i64::from(c - b'0');
+            self.i += 1;
+            if self.i - start > 18 {
+                return None;
+            }
+        }
+        let digits = self.i - start;
+        if digits == 0 || (digits > 1 && self.b[start] == b'0') {
+            return None;
+        }
+        if let Some(b'.' | b'e' | b'E') = self.b.get(self.i) {
+            return None;
+        }
+        match (negative, value) {
+            (false, v) => Some(v),
+            (true, 1) => Some(-1),
+            _ => None,
+        }
+    }
+
+    fn null(&mut self) -> bool {
+        self.ws();
+        let found = self.b[self.i..].starts_with(b"null");
+        if found {
+            self.i += 4;
+        }
+        found
+    }
+
+    /// Past one value of any kind, checking only that strings close and brackets pair
+    /// up (msgspec checks the rest when it decodes the span).
+    fn skip(&mut self) -> Option<()> {
+        let mut stack: Vec<u8> = Vec::new();
+        loop {
+            self.ws();
+            match *self.b.get(self.i)? {
+                b'"' => {
+                    self.i += 1;
+                    loop {
+                        match *self.b.get(self.i)? {
+                            b'\\' => self.i += 2,
+                            b'"' => break,
+                            _ => self.i += 1,
+                        }
+                    }
+                    self.i += 1;
+                }
+                c @ (b'{' | b'[') => {
+                    stack.push(if c == b'{' { b'}' } else { b']' });
+                    if stack.len() > MAX_DEPTH {
+                        return None;
+                    }
+                    self.i += 1;
+                    continue;
+                }
+                c @ (b'}' | b']') => {
+                    if stack.pop()? != c {
+                        return None;
+                    }
+                    self.i += 1;
+                }
+                b',' | b':' => {
+                    if stack.is_empty() {
+                        return None;
+                    }
+                    self.i += 1;
+                    continue;
+                }
+                _ => {
+                    while let Some(&c) = self.b.get(self.i) {
+                        if matches!(c, b',' | b':' | b'{' | b'}' | b'[' | b']' | b'"' | b' ' | b'\t' | b'\n' | b'\r') {
+                            break;
+                        }
+                        self.i += 1;
+                    }
+                }
+            }
+            if stack.is_empty() {
+                return Some(());
+            }
+        }
+    }
+}
+
+/// The document split: every top-level member but `partitions` as a JSON object of
+/// its own (`"partitions":[]` in its place), and the partitions read into columns.
+pub fn read(b: &[u8]) -> Option<(Vec<u8>, Columns)> {
+    let mut s = Scan { b, i: 0 };
+    let mut header: Vec<u8> = Vec::with_capacity(1 << 16);
+    header.push(b'{');
+    let mut columns = None;
+    s.eat(b'{')?;
+    if s.peek()? != b'}' {
+        loop {
+            let key = s.string()?;
+            s.eat(b':')?;
+            if key == b"partitions" {
+                if columns.is_some() {
+                    return None;
+                }
+                columns = Some(partitions(&mut s)?);
+            } else {
+                s.ws();
+                let start = s.i;
+                s.skip()?;
+                header.push(b'"');
+                header.extend_from_slice(key);
+                header.extend_from_slice(b"\":");
+                header.extend_from_slice(&b[start..s.i]);
+                header.push(b',');
+            }
+            if !s.more(b'}')? {
+                break;
+            }
+        }
+    } else {
+        s.i += 1;
+    }
+    s.ws();
+    if s.i != b.len() {
+        return None;
+    }
+    header.extend_from_slice(b"\"partitions\":[]}");
+    Some((header, columns?))
+}
+
+fn utf8(raw: &[u8]) -> Option<String> {
+    std::str::from_utf8(raw).ok().map(str::to_owned)
+}
+
+/// Bytes -> index into `names`, each new name checked as UTF-8 once.
+fn intern<'a>(raw: &'a [u8], map: &mut FnvMap<&'a [u8], u32>, names: &mut Vec<String>) -> Option<u32> {
+    if let Some(&k) = map.get(raw) {
+        return Some(k);
+    }
+    names.push(utf8(raw)?);
+    let k = names.len() as u32 - 1;
+    map.insert(raw, k);
+    Some(k)
+}
+
+const TOPIC: u8 = 1;
+const NUMBER: u8 = 2;
+const LEADER: u8 = 4;
+const ISR: u8 = 8;
+const REPLICAS: u8 = 16;
+
+/// `[Partition, ...]` as msgspec's `Partition` and `Replica` accept them: every field
+/// present once, no other field, names non-empty.
+fn partitions<'a>(s: &mut Scan<'a>) -> Option<Columns> {
+    let mut c = Columns::default();
+    let mut topics: FnvMap<&'a [u8], u32> = FnvMap::default();
+    let mut dirs: FnvMap<&'a [u8], u32> = FnvMap::default();
+    let mut last_topic: (&[u8], u32) = (b"", NONE);
+    c.isr_start.push(0);
+    c.rep_start.push(0);
+    s.eat(b'[')?;
+    if s.peek()? == b']' {
+        s.i += 1;
+        return Some(c);
+    }
+    loop {
+        s.eat(b'{')?;
+        let mut seen = 0u8;
+        loop {
+            let key = s.string()?;
+            s.eat(b':')?;
+            let bit = match key {
+                b"topic" => {
+                    let raw = s.string()?;
+                    if raw.is_empty() {
+                        return None;
+                    }
+                    if raw != last_topic.0 {
+                        last_topic = (raw, intern(raw, &mut topics, &mut c.topics)?);
+                    }
+                    c.topic.push(last_topic.1);
+                    TOPIC
+                }
+                b"partition" => {
+                    c.number.push(s.int(false)?);
+                    NUMBER
+                }
+                b"leader" => {
+                    c.leader.push(s.int(true)?);
+                    LEADER
+                }
+                b"isr" => {
+                    s.eat(b'[')?;
+                    if s.peek()? == b']' {
+                        s.i += 1;
+                    } else {
+                        loop {
+                            c.isr.push(s.int(false)?);
+                            if !s.more(b']')? {
+                                break;
+                            }
+                        }
+                    }
+                    c.isr_start.push(c.isr.len() as u32);
+                    ISR
+                }
+                b"replicas" => {
+                    replicas(s, &mut c, &mut dirs)?;
+                    REPLICAS
+                }
+                _ => return None,
+            };
+            if seen & bit != 0 {
+                return None;
+            }
+            seen |= bit;
+            if !s.more(b'}')? {
+                break;
+            }
+        }
+        if seen != TOPIC | NUMBER | LEADER | ISR | REPLICAS {
+            return None;
+        }
+        if !s.more(b']')? {
+            break;
+        }
+    }
+    Some(c)
+}
+
+fn replicas<'a>(s: &mut Scan<'a>, c: &mut Columns, dirs: &mut FnvMap<&'a [u8], u32>) -> Option<()> {
+    s.eat(b'[')?;
+    loop {
+        s.eat(b'{')?;
+        let mut seen = 0u8;
+        loop {
+            let key = s.string()?;
+            s.eat(b':')?;
+            let bit = match key {
+                b"broker" => {
+                    c.broker.push(s.int(false)?);
+                    1
+                }
+                b"log_dir" => {
+                    if s.null() {
+                        c.dir.push(NONE);
+                    } else {
+                        let raw = s.string()?;
+                        if raw.is_empty() {
+                            return None;
+                        }
+                        c.dir.push(intern(raw, dirs, &mut c.dir_names)?);
+                    }
+                    2
+                }
+                b"size_bytes" => {
+                    c.size.push(s.int(false)?);
+                    4
+                }
+                _ => return None,
+            };
+            if seen & bit != 0 {
+                return None;
+            }
+            seen |= bit;
+            if !s.more(b'}')? {
+                break;
+            }
+        }
+        if seen != 7 {
+            return None;
+        }
+        if !s.more(b']')? {
+            break;
+        }
+    }
+    c.rep_start.push(c.broker.len() as u32);
+    Some(())
+}
