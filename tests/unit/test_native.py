@@ -12,6 +12,7 @@ import random
 import shutil
 from collections.abc import Callable
 from copy import deepcopy
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from core.model import ClusterModel
 from core.plan import disks, leaders, offline
 from schemas import native
 from schemas.snapshot import DirReplicas
+from schemas.snapshot_columns import read_columns
 from schemas.snapshot_decode import decode_snapshot
 from tests.unit.plan_snapshots import GIB, broker, clusters, doc, model, partition
 
@@ -189,4 +191,9 @@ def test_the_decoder_refuses_and_accepts_the_same_snapshots(document, how, seed)
     text = json.dumps(document)
     with pytest.MonkeyPatch.context() as mp:
         fast, reference = both_paths(mp, lambda: decode_snapshot(text))
+        mp.setenv("SELFHEAL_NATIVE", "1")
+        columns = read_columns(text.encode())  # the compiled reader, straight to columns
     assert fast == reference
+    assert (columns is None) == (reference is None) or not shutil.which("cargo")
+    if columns is not None:
+        assert replace(columns, partitions=tuple(columns.partitions)) == reference
