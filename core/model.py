@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from itertools import groupby
 from operator import attrgetter, lt
 from pathlib import Path
@@ -31,6 +31,7 @@ from schemas.snapshot import (
     Snapshot,
     load_snapshot,
 )
+from schemas.snapshot_columns import PartitionColumns
 
 DirKey = tuple[int, str]  # (broker id, log dir path)
 
@@ -109,8 +110,11 @@ class ClusterModel:
     ) -> bool:
         """The same pass compiled; False (nothing filled) when it cannot take the input."""
         buckets = [d for dirs in by_broker.values() for d in dirs.values()]
+        slots = [(d.broker, d.path) for d in buckets]
+        parts = self.partitions
         try:
-            found = fast.dir_index(self.partitions, [(d.broker, d.path) for d in buckets])
+            found = (parts.columns.dir_index_of(slots) if isinstance(parts, PartitionColumns)
+                     else fast.dir_index(parts, slots))
         except OverflowError:  # a broker id over 64 bits: the reference handles any int
             return False
         if found is None:
@@ -162,9 +166,12 @@ class ClusterModel:
     def _broker_totals_native(self, fast: ModuleType) -> BrokerTotals | None:
         """The same pass compiled; None when it cannot take the input."""
         ids = list(self.brokers)
+        parts = self.partitions
+        count = parts.columns.broker_totals if isinstance(parts, PartitionColumns) else partial(
+            fast.broker_totals, parts)
         try:
-            found = fast.broker_totals(
-                self.partitions, ids, list(self.alive), list(self.brokers_with_offline_dir),
+            found = count(
+                ids, list(self.alive), list(self.brokers_with_offline_dir),
                 list(self.offline_dirs),
             )
         except OverflowError:  # a figure over 64 bits: the reference handles any int

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
+use crate::columns_model;
 use crate::scan::{self, NONE};
 
 /// Partition i's replicas are `rep_start[i]..rep_start[i + 1]` of `broker`, `dir`
@@ -105,6 +106,28 @@ impl Columns {
     /// partition) twice. `brokers`: each broker's id and dir paths.
     fn references_hold(&self, py: Python<'_>, brokers: Vec<(i64, Vec<String>)>, no_leader: i64) -> bool {
         py.detach(|| self.hold(&brokers, no_leader))
+    }
+
+    /// `model.broker_totals` over the columns.
+    #[allow(clippy::type_complexity)]
+    fn broker_totals(
+        &self,
+        py: Python<'_>,
+        ids: Vec<i64>,
+        alive: Vec<i64>,
+        with_offline_dir: Vec<i64>,
+        offline_dirs: Vec<(i64, String)>,
+    ) -> Option<(Vec<i64>, Vec<i64>, Vec<usize>)> {
+        py.detach(|| columns_model::broker_totals(self, &ids, &alive, &with_offline_dir, &offline_dirs))
+    }
+
+    /// `model.dir_index` over the columns.
+    fn dir_index_of(
+        &self,
+        py: Python<'_>,
+        slots: Vec<(i64, Option<String>)>,
+    ) -> PyResult<Option<columns_model::DirLists>> {
+        columns_model::dir_index(py, self, &slots)
     }
 
     /// (topic, partition, leader, replica brokers) of partition `i`.

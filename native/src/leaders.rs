@@ -1,5 +1,6 @@
-//! `core/plan/leaders.py`: the leader plan's state and candidates (the direct hand-offs
-//! are in `leader_direct.rs`, the chains and the last passes in `leader_chains.rs`).
+//! `core/plan/leaders.py`: the leader plan's state (the candidates are read in
+//! `leader_read.rs`, the direct hand-offs are in `leader_direct.rs`, the chains and the
+//! last passes in `leader_chains.rs`).
 //!
 //! Brokers are numbered by rank among the eligible ids (those that can lead some
 //! partition, ascending), so every order the reference takes from its dicts (sorted

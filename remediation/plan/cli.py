@@ -223,7 +223,7 @@ def _replicas(args: argparse.Namespace) -> int:
 def _offline(args: argparse.Namespace) -> int:
     from core.plan import offline
 
-    with _snapshot(args) as model:
+    with _snapshot(args, columns=True) as model:  # records only for the partitions it repairs
         plan = offline.plan_offline(model)
         text = offline.explain(model, plan, args.throttle) if args.explain else None
         return _emit(plan.to_json(), text, "offline")

@@ -16,11 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.model import ClusterModel
+from core.plan import offline
 from schemas import native
 from schemas.snapshot import Snapshot, parse_snapshot
 from schemas.snapshot_columns import PartitionColumns, read_columns
 from schemas.snapshot_decode import decode_snapshot
-from tests.unit.plan_snapshots import broker, doc, partition, random_cluster
+from tests.unit.plan_snapshots import broker, clusters, doc, model, partition, random_cluster
 
 BUILT = shutil.which("cargo") is not None
 
@@ -196,3 +197,25 @@ def test_records_are_made_on_demand_and_equal_the_decoders(monkeypatch):
     assert parts.row(7) == (want[7].topic, want[7].partition, want[7].leader,
                             tuple(r.broker for r in want[7].replicas))
     assert tuple(parts) == want and list(parts) == list(want)
+
+
+@settings(max_examples=150, deadline=None)
+@given(document=clusters(max_brokers=12, max_partitions=80, p_dead=0.2, p_dir_offline=0.15,
+                         p_no_total=0.3))
+def test_offline_plans_and_the_model_indexes_are_the_same_through_columns(document):
+    # `plan offline` reads columns too: its broker sums, the per-dir index (dirs without
+    # a known capacity ask for it) and the records of the partitions it repairs.
+    def run(load: Any) -> tuple[Any, ...]:
+        m = load(document)
+        plan = offline.plan_offline(m)
+        text = json.dumps(plan.to_json()) + offline.explain(m, plan)
+        again = load(document)
+        by_dir = {k: (d.sizes, d.partitions) for k, d in again.replicas_by_dir.items()}
+        return text, by_dir, again.broker_totals, again.dir_bytes, load(document).broker_bytes
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SELFHEAL_NATIVE", "1")
+        fast = run(columns_model)
+        mp.setenv("SELFHEAL_NATIVE", "0")
+        reference = run(model)
+    assert fast == reference
