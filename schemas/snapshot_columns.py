@@ -26,14 +26,16 @@ from schemas.snapshot_types import NO_LEADER, Partition, Replica, Snapshot
 
 
 class PartitionColumns(Sequence[Partition]):
-    """The partitions as the core holds them; `Partition` records made on demand (each
-    access makes a new one; iterating makes all of them once and keeps them)."""
+    """The partitions as the core holds them; `Partition` records made on demand, once
+    each (a planner asks for the same partition again when it writes the plan out);
+    iterating makes all of them once."""
 
-    __slots__ = ("columns", "_all")
+    __slots__ = ("columns", "_all", "_made")
 
     def __init__(self, columns: Any) -> None:
         self.columns = columns
         self._all: tuple[Partition, ...] | None = None
+        self._made: dict[int, Partition] = {}
 
     def __len__(self) -> int:
         return len(self.columns)
@@ -45,6 +47,10 @@ class PartitionColumns(Sequence[Partition]):
     def __getitem__(self, index: slice) -> tuple[Partition, ...]: ...
 
     def __getitem__(self, index: int | slice) -> Partition | tuple[Partition, ...]:
+        try:
+            return self._made[index]  # type: ignore[index]
+        except (KeyError, TypeError):
+            pass
         if isinstance(index, slice):
             return tuple(self[k] for k in range(*index.indices(len(self))))
         if self._all is not None:
@@ -53,24 +59,22 @@ class PartitionColumns(Sequence[Partition]):
         k = index + n if index < 0 else index
         if not 0 <= k < n:
             raise IndexError("partition index out of range")
-        return _partition(self.columns.fields(k))
+        made = self._made[k] = self.columns.record(k, Partition, Replica)
+        return made
 
     def __iter__(self) -> Iterator[Partition]:
         if self._all is None:
-            fields = self.columns.fields
-            self._all = tuple(_partition(fields(k)) for k in range(len(self)))
+            record, made = self.columns.record, self._made
+            self._all = tuple(
+                made.get(k) or record(k, Partition, Replica) for k in range(len(self))
+            )
+            made.clear()
         return iter(self._all)
 
     def row(self, index: int) -> tuple[str, int, int, tuple[int, ...]]:
         """(topic, partition, leader, replica brokers) of one partition, no record made."""
         found: tuple[str, int, int, tuple[int, ...]] = self.columns.row(index)
         return found
-
-
-def _partition(fields: tuple[str, int, int, tuple[int, ...], list[tuple[int, str | None, int]]]
-               ) -> Partition:
-    topic, number, leader, isr, replicas = fields
-    return Partition(topic, number, leader, isr, tuple(Replica(*r) for r in replicas))
 
 
 def read_columns(data: bytes) -> Snapshot | None:

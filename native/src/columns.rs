@@ -136,23 +136,25 @@ impl Columns {
         Ok((&self.topics[self.topic[i] as usize], self.number[i], self.leader[i], brokers))
     }
 
-    /// (topic, partition, leader, isr, ((broker, log_dir, size), ...)) of partition `i`.
-    #[allow(clippy::type_complexity)]
-    fn fields<'py>(
+    /// Partition `i` as a record: `partition(topic, number, leader, isr, replicas)`, each
+    /// replica `replica(broker, log_dir, size)` (the classes of schemas/snapshot_types.py).
+    fn record<'py>(
         &self,
         py: Python<'py>,
         i: usize,
-    ) -> PyResult<(&str, i64, i64, Bound<'py, PyTuple>, Vec<(i64, Option<&str>, i64)>)> {
-        let replicas = self
-            .replicas(i)
-            .map(|k| {
-                let d = self.dir[k];
-                let dir = (d != NONE).then(|| self.dir_names[d as usize].as_str());
-                (self.broker[k], dir, self.size[k])
-            })
-            .collect();
+        partition: &Bound<'py, PyAny>,
+        replica: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let mut replicas = Vec::with_capacity(self.replicas(i).len());
+        for k in self.replicas(i) {
+            let d = self.dir[k];
+            let dir = (d != NONE).then(|| self.dir_names[d as usize].as_str());
+            replicas.push(replica.call1((self.broker[k], dir, self.size[k]))?);
+        }
+        let topic = &self.topics[self.topic[i] as usize];
         let isr = PyTuple::new(py, self.isr_of(i))?;
-        Ok((&self.topics[self.topic[i] as usize], self.number[i], self.leader[i], isr, replicas))
+        let replicas = PyTuple::new(py, replicas)?;
+        partition.call1((topic, self.number[i], self.leader[i], isr, replicas))
     }
 }
 

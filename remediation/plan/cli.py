@@ -232,7 +232,7 @@ def _offline(args: argparse.Namespace) -> int:
 def _disks(args: argparse.Namespace) -> int:
     from core.plan import disks
 
-    with _snapshot(args) as model:
+    with _snapshot(args, columns=True) as model:  # records only for the replicas it moves
         plan = disks.plan_disks(model, args.threshold)
         text = disks.explain(model, plan, args.threshold) if args.explain else None
         return _emit(plan.to_json(), text, "disks")
