@@ -108,8 +108,8 @@ def step(label, f, *args):
     value = f(*args)
     out.append(f"{label} {time.process_time() - t:.2f}")
     return value
-# As the CLI reads: `plan leaders` takes the partitions as columns where the core is built.
-model = step("read+check", ClusterModel.load, path, planner == "leaders")
+# As the CLI reads: the partitions as columns where the core is built.
+model = step("read+check", ClusterModel.load, path, True)
 if planner == "offline":
     step("broker sums", lambda: model.broker_totals)
 elif planner == "disks":
