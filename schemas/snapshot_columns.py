@@ -47,19 +47,18 @@ class PartitionColumns(Sequence[Partition]):
     def __getitem__(self, index: slice) -> tuple[Partition, ...]: ...
 
     def __getitem__(self, index: int | slice) -> Partition | tuple[Partition, ...]:
-        try:
-            return self._made[index]  # type: ignore[index]
-        except (KeyError, TypeError):
-            pass
         if isinstance(index, slice):
             return tuple(self[k] for k in range(*index.indices(len(self))))
+        found = self._made.get(index)  # a planner asks again when it writes the plan out
+        if found is not None:
+            return found
         if self._all is not None:
             return self._all[index]
         n = len(self)
         k = index + n if index < 0 else index
         if not 0 <= k < n:
             raise IndexError("partition index out of range")
-        made = self._made[k] = self.columns.record(k, Partition, Replica)
+        made = self._made[index] = self.columns.record(k, Partition, Replica)
         return made
 
     def __iter__(self) -> Iterator[Partition]:

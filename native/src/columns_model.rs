@@ -65,15 +65,27 @@ pub fn dir_index(
             },
         };
     }
-    let mut sizes: Vec<Vec<i64>> = vec![Vec::new(); slots.len()];
-    let mut parts: Vec<Vec<usize>> = vec![Vec::new(); slots.len()];
+    // One int object per partition index, and per size where a partition's replicas
+    // repeat it (they mostly do), shared by the lists as the records' version shares them.
+    let mut sizes: Vec<Vec<Bound<'_, PyAny>>> = (0..slots.len()).map(|_| Vec::new()).collect();
+    let mut parts: Vec<Vec<Bound<'_, PyAny>>> = (0..slots.len()).map(|_| Vec::new()).collect();
     for i in 0..c.len() {
+        let index = i.into_pyobject(py)?.into_any();
+        let mut last: Option<(i64, Bound<'_, PyAny>)> = None;
         for r in c.replicas(i) {
             let d = c.dir[r];
             let key = (c.broker[r], if d == NONE { 0 } else { d + 1 });
             let Some(&k) = by.get(&key) else { return Ok(None) };
-            sizes[k].push(c.size[r]);
-            parts[k].push(i);
+            let size = match &last {
+                Some((v, obj)) if *v == c.size[r] => obj.clone(),
+                _ => {
+                    let obj = c.size[r].into_pyobject(py)?.into_any();
+                    last = Some((c.size[r], obj.clone()));
+                    obj
+                }
+            };
+            sizes[k].push(size);
+            parts[k].push(index.clone());
         }
     }
     let mut out = Vec::with_capacity(slots.len());
