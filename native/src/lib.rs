@@ -18,6 +18,7 @@ mod leader_read;
 mod leaders;
 mod model;
 mod scan;
+mod scan_partitions;
 
 #[pymodule]
 fn selfheal_native(m: &Bound<'_, PyModule>) -> PyResult<()> {

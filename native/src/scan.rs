@@ -1,5 +1,5 @@
 //! The snapshot's JSON read straight from its bytes: the top level split into the
-//! `partitions` array (read here, into `Columns`) and the rest (handed back as a small
+//! `partitions` array (read into `Columns` by `scan_partitions.rs`) and the rest (handed back as a small
 //! document for msgspec's typed decoder, which checks it as it checks the whole file).
 //!
 //! Strict by design: anything outside the plain form the collectors write (an escape
@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::columns::Columns;
+use crate::scan_partitions;
 
 pub const NONE: u32 = u32::MAX;
 const MAX_DEPTH: usize = 512;
@@ -52,29 +53,29 @@ impl Hasher for Fnv {
 
 pub type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
 
-struct Scan<'a> {
-    b: &'a [u8],
-    i: usize,
+pub struct Scan<'a> {
+    pub b: &'a [u8],
+    pub i: usize,
 }
 
 impl<'a> Scan<'a> {
-    fn ws(&mut self) {
+    pub fn ws(&mut self) {
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.i) {
             self.i += 1;
         }
     }
 
-    fn peek(&mut self) -> Option<u8> {
+    pub fn peek(&mut self) -> Option<u8> {
         self.ws();
         self.b.get(self.i).copied()
     }
 
-    fn eat(&mut self, c: u8) -> Option<()> {
+    pub fn eat(&mut self, c: u8) -> Option<()> {
         (self.peek()? == c).then(|| self.i += 1)
     }
 
     /// The byte after a member or element: `,` (true) or `close` (false).
-    fn more(&mut self, close: u8) -> Option<bool> {
+    pub fn more(&mut self, close: u8) -> Option<bool> {
         match self.peek()? {
             b',' => {
                 self.i += 1;
@@ -90,7 +91,7 @@ impl<'a> Scan<'a> {
 
     /// A string without escapes or control characters: its raw bytes (not yet
     /// checked as UTF-8).
-    fn string(&mut self) -> Option<&'a [u8]> {
+    pub fn string(&mut self) -> Option<&'a [u8]> {
         self.eat(b'"')?;
         let start = self.i;
         loop {
@@ -106,7 +107,7 @@ impl<'a> Scan<'a> {
     }
 
     /// A non-negative integer of at most 18 digits, or exactly -1 where `minus_one`.
-    fn int(&mut self, minus_one: bool) -> Option<i64> {
+    pub fn int(&mut self, minus_one: bool) -> Option<i64> {
         self.ws();
         let negative = self.b.get(self.i) == Some(&b'-');
         if negative {
@@ -139,7 +140,7 @@ impl<'a> Scan<'a> {
     }
 
     /// Past `text` if it comes next, as it stands (no whitespace before it).
-    fn lit(&mut self, text: &[u8]) -> bool {
+    pub fn lit(&mut self, text: &[u8]) -> bool {
         let found = self.b[self.i..].starts_with(text);
         if found {
             self.i += text.len();
@@ -147,7 +148,7 @@ impl<'a> Scan<'a> {
         found
     }
 
-    fn null(&mut self) -> bool {
+    pub fn null(&mut self) -> bool {
         self.ws();
         let found = self.b[self.i..].starts_with(b"null");
         if found {
@@ -158,7 +159,7 @@ impl<'a> Scan<'a> {
 
     /// Past one value of any kind, checking only that strings close and brackets pair
     /// up (msgspec checks the rest when it decodes the span).
-    fn skip(&mut self) -> Option<()> {
+    pub fn skip(&mut self) -> Option<()> {
         let mut stack: Vec<u8> = Vec::new();
         loop {
             self.ws();
@@ -227,7 +228,7 @@ pub fn read(b: &[u8]) -> Option<(Vec<u8>, Columns)> {
                 if columns.is_some() {
                     return None;
                 }
-                columns = Some(partitions(&mut s)?);
+                columns = Some(scan_partitions::partitions(&mut s)?);
             } else {
                 s.ws();
                 let start = s.i;
@@ -251,209 +252,4 @@ pub fn read(b: &[u8]) -> Option<(Vec<u8>, Columns)> {
     }
     header.extend_from_slice(b"\"partitions\":[]}");
     Some((header, columns?))
-}
-
-fn utf8(raw: &[u8]) -> Option<String> {
-    std::str::from_utf8(raw).ok().map(str::to_owned)
-}
-
-/// Bytes -> index into `names`, each new name checked as UTF-8 once.
-fn intern<'a>(raw: &'a [u8], map: &mut FnvMap<&'a [u8], u32>, names: &mut Vec<String>) -> Option<u32> {
-    if let Some(&k) = map.get(raw) {
-        return Some(k);
-    }
-    names.push(utf8(raw)?);
-    let k = names.len() as u32 - 1;
-    map.insert(raw, k);
-    Some(k)
-}
-
-const TOPIC: u8 = 1;
-const NUMBER: u8 = 2;
-const LEADER: u8 = 4;
-const ISR: u8 = 8;
-const REPLICAS: u8 = 16;
-
-/// `[Partition, ...]` as msgspec's `Partition` and `Replica` accept them: every field
-/// present once, no other field, names non-empty.
-fn partitions<'a>(s: &mut Scan<'a>) -> Option<Columns> {
-    let mut c = Columns::default();
-    // About 80 bytes a replica and 3 replicas a partition in what collectors write.
-    let guess = s.b.len() / 80;
-    c.broker.reserve(guess);
-    c.dir.reserve(guess);
-    c.size.reserve(guess);
-    c.isr.reserve(guess);
-    for v in [&mut c.isr_start, &mut c.rep_start] {
-        v.reserve(guess / 3);
-    }
-    for v in [&mut c.number, &mut c.leader] {
-        v.reserve(guess / 3);
-    }
-    c.topic.reserve(guess / 3);
-    let mut topics: FnvMap<&'a [u8], u32> = FnvMap::default();
-    let mut dirs: FnvMap<&'a [u8], u32> = FnvMap::default();
-    let mut last_topic: (&[u8], u32) = (b"", NONE);
-    c.isr_start.push(0);
-    c.rep_start.push(0);
-    s.eat(b'[')?;
-    if s.peek()? == b']' {
-        s.i += 1;
-        return Some(c);
-    }
-    loop {
-        s.eat(b'{')?;
-        let mut seen = 0u8;
-        loop {
-            let key = s.string()?;
-            s.eat(b':')?;
-            let bit = match key {
-                b"topic" => {
-                    let raw = s.string()?;
-                    if raw.is_empty() {
-                        return None;
-                    }
-                    if raw != last_topic.0 {
-                        last_topic = (raw, intern(raw, &mut topics, &mut c.topics)?);
-                    }
-                    c.topic.push(last_topic.1);
-                    TOPIC
-                }
-                b"partition" => {
-                    c.number.push(s.int(false)?);
-                    NUMBER
-                }
-                b"leader" => {
-                    c.leader.push(s.int(true)?);
-                    LEADER
-                }
-                b"isr" => {
-                    s.eat(b'[')?;
-                    if s.peek()? == b']' {
-                        s.i += 1;
-                    } else {
-                        loop {
-                            c.isr.push(s.int(false)?);
-                            if !s.more(b']')? {
-                                break;
-                            }
-                        }
-                    }
-                    c.isr_start.push(c.isr.len() as u32);
-                    ISR
-                }
-                b"replicas" => {
-                    replicas(s, &mut c, &mut dirs)?;
-                    REPLICAS
-                }
-                _ => return None,
-            };
-            if seen & bit != 0 {
-                return None;
-            }
-            seen |= bit;
-            if !s.more(b'}')? {
-                break;
-            }
-        }
-        if seen != TOPIC | NUMBER | LEADER | ISR | REPLICAS {
-            return None;
-        }
-        if !s.more(b']')? {
-            break;
-        }
-    }
-    Some(c)
-}
-
-/// One replica written as collectors write it (compact, keys in schema order): its
-/// (broker, dir, size), or None to read it the general way from the same place.
-fn plain_replica<'a>(
-    s: &mut Scan<'a>,
-    dirs: &mut FnvMap<&'a [u8], u32>,
-    names: &mut Vec<String>,
-) -> Option<(i64, u32, i64)> {
-    if !s.lit(b"{\"broker\":") {
-        return None;
-    }
-    let broker = s.int(false)?;
-    if !s.lit(b",\"log_dir\":") {
-        return None;
-    }
-    let dir = if s.lit(b"null") {
-        NONE
-    } else {
-        let raw = s.string()?;
-        if raw.is_empty() {
-            return None;
-        }
-        intern(raw, dirs, names)?
-    };
-    if !s.lit(b",\"size_bytes\":") {
-        return None;
-    }
-    let size = s.int(false)?;
-    s.lit(b"}").then_some((broker, dir, size))
-}
-
-fn replicas<'a>(s: &mut Scan<'a>, c: &mut Columns, dirs: &mut FnvMap<&'a [u8], u32>) -> Option<()> {
-    s.eat(b'[')?;
-    loop {
-        s.ws();
-        let at = s.i;
-        if let Some((broker, dir, size)) = plain_replica(s, dirs, &mut c.dir_names) {
-            c.broker.push(broker);
-            c.dir.push(dir);
-            c.size.push(size);
-            if !s.more(b']')? {
-                break;
-            }
-            continue;
-        }
-        s.i = at;
-        s.eat(b'{')?;
-        let mut seen = 0u8;
-        loop {
-            let key = s.string()?;
-            s.eat(b':')?;
-            let bit = match key {
-                b"broker" => {
-                    c.broker.push(s.int(false)?);
-                    1
-                }
-                b"log_dir" => {
-                    if s.null() {
-                        c.dir.push(NONE);
-                    } else {
-                        let raw = s.string()?;
-                        if raw.is_empty() {
-                            return None;
-                        }
-                        c.dir.push(intern(raw, dirs, &mut c.dir_names)?);
-                    }
-                    2
-                }
-                b"size_bytes" => {
-                    c.size.push(s.int(false)?);
-                    4
-                }
-                _ => return None,
-            };
-            if seen & bit != 0 {
-                return None;
-            }
-            seen |= bit;
-            if !s.more(b'}')? {
-                break;
-            }
-        }
-        if seen != 7 {
-            return None;
-        }
-        if !s.more(b']')? {
-            break;
-        }
-    }
-    c.rep_start.push(c.broker.len() as u32);
-    Some(())
 }
