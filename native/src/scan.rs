@@ -1,6 +1,7 @@
 //! The snapshot's JSON read straight from its bytes: the top level split into the
-//! `partitions` array (read into `Columns` by `scan_partitions.rs`) and the rest (handed back as a small
-//! document for msgspec's typed decoder, which checks it as it checks the whole file).
+//! `partitions` array (read into `Columns` by `scan_partitions.rs`) and the rest
+//! (handed back as a small document for msgspec's typed decoder, which checks it as it
+//! checks the whole file).
 //!
 //! Strict by design: anything outside the plain form the collectors write (an escape
 //! in a string, an integer of 19 digits or more, a float, a duplicate key, nesting past
