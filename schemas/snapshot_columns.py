@@ -1,10 +1,12 @@
 """The snapshot read by the compiled core straight from the JSON's bytes into columns.
 
-For a planner that reads columns itself (`plan leaders`): no `Partition` is made at
-load; one is made from the columns when asked for (`PartitionColumns[i]`), so a plan
-makes only those it names. The core reads the `partitions` array itself and hands the
-rest of the document back as a small JSON object, which msgspec's typed decoder checks
-as it checks a whole snapshot; the cross-references are then checked over the columns.
+For the planners that read columns (`selfheal plan offline|disks|leaders`): no
+`Partition` is made at load; one is made from the columns when asked for
+(`PartitionColumns[i]`), so a plan makes only those it names, and the model's passes
+over every replica run over the columns in the core. The core reads the `partitions`
+array itself and hands the rest of the document back as a small JSON object, which
+msgspec's typed decoder checks as it checks a whole snapshot; the cross-references are
+then checked over the columns.
 
 Yes or no only, as the msgspec path: the core takes only the plain form collectors
 write (no escapes in strings, integers under 19 digits, no floats, no key twice) and
