@@ -7,7 +7,9 @@ come from it when it is there; without it, the per-broker sums and the partition
 an offline replica take a lighter pass of their own (the offline planner needs nothing
 else, and the per-dir index costs twice that pass at 2.8M replicas). The racks of each
 consumed topic's replicas are also made on first use (the consumer planners ask for
-them once per group).
+them once per group). Loaded with `columns=True` (the planners' CLI), the partitions
+may be the compiled reader's columns (schemas/snapshot_columns.py): those two passes
+then run over the columns in the core, and a record is made only where one is asked for.
 """
 
 from __future__ import annotations
