@@ -20,6 +20,7 @@ missing, reused when there), since generating the big one takes a minute or two.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -107,7 +108,8 @@ def step(label, f, *args):
     value = f(*args)
     out.append(f"{label} {time.process_time() - t:.2f}")
     return value
-model = step("read+check", ClusterModel.load, path)
+# As the CLI reads: the partitions as columns where the core is built.
+model = step("read+check", ClusterModel.load, path, True)
 if planner == "offline":
     step("broker sums", lambda: model.broker_totals)
 elif planner == "disks":
@@ -204,8 +206,18 @@ def main(repeats: int = REPEATS) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        keep = Path(sys.argv[1])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.plan_scale_bench",
+        description="plan offline|disks|leaders at 2.8M and 300k replicas, whole CLI, "
+        "compiled core and Python reference side by side (CPU-heavy: a few minutes)",
+    )
+    parser.add_argument(
+        "dir", nargs="?", type=Path,
+        help="keep the generated snapshots here (made if missing, reused when there); "
+        "default: a temporary directory, removed afterwards",
+    )  # fmt: skip
+    keep = parser.parse_args().dir
+    if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
         run(keep)
     else:

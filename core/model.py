@@ -7,14 +7,16 @@ come from it when it is there; without it, the per-broker sums and the partition
 an offline replica take a lighter pass of their own (the offline planner needs nothing
 else, and the per-dir index costs twice that pass at 2.8M replicas). The racks of each
 consumed topic's replicas are also made on first use (the consumer planners ask for
-them once per group).
+them once per group). Loaded with `columns=True` (the planners' CLI), the partitions
+may be the compiled reader's columns (schemas/snapshot_columns.py): those two passes
+then run over the columns in the core, and a record is made only where one is asked for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from itertools import groupby
 from operator import attrgetter, lt
 from pathlib import Path
@@ -31,6 +33,7 @@ from schemas.snapshot import (
     Snapshot,
     load_snapshot,
 )
+from schemas.snapshot_columns import PartitionColumns
 
 DirKey = tuple[int, str]  # (broker id, log dir path)
 
@@ -52,7 +55,7 @@ class ClusterModel:
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
-        self.partitions: tuple[Partition, ...] = snapshot.partitions
+        self.partitions: Sequence[Partition] = snapshot.partitions
         self.brokers: dict[int, Broker] = {b.id: b for b in snapshot.brokers}
         self.rack_of: dict[int, str | None] = {b.id: b.rack for b in snapshot.brokers}
         self.alive: frozenset[int] = frozenset(b.id for b in snapshot.brokers if b.alive)
@@ -67,9 +70,10 @@ class ClusterModel:
         self._replica_racks: dict[str, dict[int, frozenset[str]]] = {}  # by topic
 
     @classmethod
-    def load(cls, source: str | Path | IO[str] | IO[bytes]) -> ClusterModel:
-        """Read, validate and index a snapshot file."""
-        return cls(load_snapshot(source))
+    def load(cls, source: str | Path | IO[str] | IO[bytes], columns: bool = False) -> ClusterModel:
+        """Read, validate and index a snapshot file (`columns`: the partitions may come
+        as schemas/snapshot_columns.py's, for a planner that reads them so)."""
+        return cls(load_snapshot(source, columns))
 
     # --- replica state ---------------------------------------------------------------
 
@@ -108,8 +112,11 @@ class ClusterModel:
     ) -> bool:
         """The same pass compiled; False (nothing filled) when it cannot take the input."""
         buckets = [d for dirs in by_broker.values() for d in dirs.values()]
+        slots = [(d.broker, d.path) for d in buckets]
+        parts = self.partitions
         try:
-            found = fast.dir_index(self.partitions, [(d.broker, d.path) for d in buckets])
+            found = (parts.columns.dir_index_of(slots) if isinstance(parts, PartitionColumns)
+                     else fast.dir_index(parts, slots))
         except OverflowError:  # a broker id over 64 bits: the reference handles any int
             return False
         if found is None:
@@ -161,9 +168,12 @@ class ClusterModel:
     def _broker_totals_native(self, fast: ModuleType) -> BrokerTotals | None:
         """The same pass compiled; None when it cannot take the input."""
         ids = list(self.brokers)
+        parts = self.partitions
+        count = parts.columns.broker_totals if isinstance(parts, PartitionColumns) else partial(
+            fast.broker_totals, parts)
         try:
-            found = fast.broker_totals(
-                self.partitions, ids, list(self.alive), list(self.brokers_with_offline_dir),
+            found = count(
+                ids, list(self.alive), list(self.brokers_with_offline_dir),
                 list(self.offline_dirs),
             )
         except OverflowError:  # a figure over 64 bits: the reference handles any int

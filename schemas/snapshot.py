@@ -25,6 +25,7 @@ from typing import IO, Any
 
 import msgspec
 
+from schemas.snapshot_columns import read_columns
 from schemas.snapshot_decode import decode_snapshot
 from schemas.snapshot_fields import (
     ASSIGNED_FIELDS,
@@ -72,9 +73,11 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def load_snapshot(source: str | Path | IO[str] | IO[bytes]) -> Snapshot:
+def load_snapshot(source: str | Path | IO[str] | IO[bytes], columns: bool = False) -> Snapshot:
     """Read and validate a snapshot from a path or an open file ("-" is not special here).
-    Past MAX_SNAPSHOT_BYTES it is refused unread (a file) or after that much (a stream)."""
+    Past MAX_SNAPSHOT_BYTES it is refused unread (a file) or after that much (a stream).
+    `columns`: the partitions may come as columns (schemas/snapshot_columns.py), for a
+    planner that reads them so."""
     data: str | bytes
     if isinstance(source, (str, Path)):
         try:
@@ -86,7 +89,7 @@ def load_snapshot(source: str | Path | IO[str] | IO[bytes]) -> Snapshot:
     else:
         data = source.read(MAX_SNAPSHOT_BYTES + 1)
     _refuse_past_limit(len(data))  # a pipe, or a file that grew while read
-    return parse_snapshot(data)
+    return parse_snapshot(data, columns)
 
 
 def _refuse_past_limit(size: int) -> None:
@@ -109,9 +112,13 @@ def _decode(text: str | bytes) -> Any:
         return json.loads(text)
 
 
-def parse_snapshot(text: str | bytes) -> Snapshot:
-    """Parse and validate snapshot JSON text."""
+def parse_snapshot(text: str | bytes, columns: bool = False) -> Snapshot:
+    """Parse and validate snapshot JSON text (`columns`: as `load_snapshot`)."""
     with _gc_paused():
+        if columns and isinstance(text, bytes):
+            found = read_columns(text)
+            if found is not None:
+                return found
         snapshot = decode_snapshot(text)  # the typed decoder: the common, valid case
         if snapshot is not None:
             return snapshot

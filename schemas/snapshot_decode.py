@@ -12,6 +12,7 @@ as an integer, a replica without `log_dir`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import chain, groupby
 from operator import attrgetter
 from typing import Annotated, Literal
@@ -83,7 +84,7 @@ class _SnapshotDoc(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     metadata_level: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
-_DECODER = msgspec.json.Decoder(_SnapshotDoc)
+DECODER = msgspec.json.Decoder(_SnapshotDoc)
 _REPLICAS = attrgetter("replicas")
 _BROKER = attrgetter("broker")
 _LOG_DIR = attrgetter("log_dir")
@@ -95,14 +96,19 @@ def decode_snapshot(text: str | bytes) -> Snapshot | None:
     """The snapshot, or None when the text is not one this path accepts as it stands
     (the checking walker then decides, and names what is wrong)."""
     try:
-        doc = _DECODER.decode(text)
+        doc = DECODER.decode(text)
     except (msgspec.DecodeError, UnicodeDecodeError):  # ValidationError included; msgspec
         return None  # says invalid UTF-8 with the codec's own error
-    dirs = _dirs_by_broker(doc.brokers)
-    if dirs is None or not _groups_hold(doc.consumer_groups):
+    dirs = dirs_by_broker(doc.brokers)
+    if dirs is None or not groups_hold(doc.consumer_groups):
         return None
     if not _references_hold(doc.partitions, dirs):
         return None
+    return snapshot_of(doc, doc.partitions)
+
+
+def snapshot_of(doc: _SnapshotDoc, partitions: Sequence[Partition]) -> Snapshot:
+    """The records of a decoded document, with `partitions` as given."""
     return Snapshot(
         cluster_id=doc.cluster_id,
         taken_at=doc.taken_at,
@@ -118,7 +124,7 @@ def decode_snapshot(text: str | bytes) -> Snapshot | None:
             )
             for b in doc.brokers
         ),
-        partitions=doc.partitions,
+        partitions=partitions,
         consumer_groups=tuple(
             ConsumerGroup(
                 g.group,
@@ -138,7 +144,7 @@ def decode_snapshot(text: str | bytes) -> Snapshot | None:
     )
 
 
-def _dirs_by_broker(brokers: tuple[_BrokerDoc, ...]) -> dict[int, frozenset[str]] | None:
+def dirs_by_broker(brokers: tuple[_BrokerDoc, ...]) -> dict[int, frozenset[str]] | None:
     """Broker id -> its dir paths; None when an id or a broker's path repeats."""
     out: dict[int, frozenset[str]] = {}
     for b in brokers:
@@ -149,7 +155,7 @@ def _dirs_by_broker(brokers: tuple[_BrokerDoc, ...]) -> dict[int, frozenset[str]
     return out
 
 
-def _groups_hold(groups: tuple[_GroupDoc, ...]) -> bool:
+def groups_hold(groups: tuple[_GroupDoc, ...]) -> bool:
     return all(len({m.member_id for m in g.members}) == len(g.members) for g in groups)
 
 

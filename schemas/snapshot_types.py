@@ -7,6 +7,7 @@ constraints. The others are few and stay dataclasses.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import FrozenInstanceError, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -174,7 +175,9 @@ class Snapshot:
     cluster_id: str
     taken_at: str
     brokers: tuple[Broker, ...]
-    partitions: tuple[Partition, ...]
+    # A tuple, or schemas/snapshot_columns.PartitionColumns where the loader was asked
+    # for columns (`plan leaders`): records made on demand from the compiled core's.
+    partitions: Sequence[Partition]
     consumer_groups: tuple[ConsumerGroup, ...] = ()
     version: int = SNAPSHOT_VERSION
     # The finalized metadata.version feature level (KRaft); None: ZooKeeper or not read.

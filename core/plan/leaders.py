@@ -31,6 +31,7 @@ from core.plan.formats import LeaderPlan, Reassignment, TopicPartition
 from core.plan.leader_chains import chain_moves, rack_moves, undo_detours
 from schemas import native
 from schemas.plans import ANY_DIR, PartitionAssignment
+from schemas.snapshot_columns import PartitionColumns
 
 
 class Leadership:
@@ -145,6 +146,8 @@ def plan_leaders(model: ClusterModel) -> LeaderPlan:
         targets = enumerate(state.leader)
 
     parts = model.partitions
+    if isinstance(parts, PartitionColumns):  # the fields of each partition named, no record
+        return _write_out((parts.row(i), target) for i, target in targets if target >= 0)
     reorders: list[PartitionAssignment] = []
     election: list[TopicPartition] = []
     for i, target in targets:
@@ -161,16 +164,31 @@ def plan_leaders(model: ClusterModel) -> LeaderPlan:
     return LeaderPlan(Reassignment(tuple(reorders)), tuple(election))
 
 
+def _write_out(rows: Iterable[tuple[tuple[str, int, int, tuple[int, ...]], int]]) -> LeaderPlan:
+    """`plan_leaders`' write-out from (topic, partition, leader, replica brokers) rows."""
+    reorders: list[PartitionAssignment] = []
+    election: list[TopicPartition] = []
+    for (topic, number, leader, brokers), target in rows:
+        if brokers[0] != target:
+            order = (target, *(b for b in brokers if b != target))
+            reorders.append(PartitionAssignment(topic, number, order, (ANY_DIR,) * len(order)))
+        if leader != target:
+            election.append(TopicPartition(topic, number))
+    return LeaderPlan(Reassignment(tuple(reorders)), tuple(election))
+
+
 def _native_targets(model: ClusterModel) -> Iterable[tuple[int, int]] | None:
     """(partition index, target leader) of the partitions the compiled core's plan
     changes (its preferred leader or its leader), or None: no core, or a broker id past
     64 bits (the reference then plans)."""
-    fast = native.function("leader_targets")
+    columns = isinstance(model.partitions, PartitionColumns)
+    fast = native.function("leader_targets_columns" if columns else "leader_targets")
     if fast is None:
         return None
+    parts = model.partitions
     try:
         found: list[tuple[int, int]] | None = fast(
-            model.partitions,
+            parts.columns if isinstance(parts, PartitionColumns) else parts,
             sorted(model.rack_of.items()),
             sorted(model.alive),
             sorted(model.brokers_with_offline_dir),

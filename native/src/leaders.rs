@@ -1,18 +1,18 @@
-//! `core/plan/leaders.py`: the leader plan's state and candidates (the direct hand-offs
-//! are in `leader_direct.rs`, the chains and the last passes in `leader_chains.rs`).
+//! `core/plan/leaders.py`: the leader plan's state (the candidates are read in
+//! `leader_read.rs`, the direct hand-offs are in `leader_direct.rs`, the chains and the
+//! last passes in `leader_chains.rs`).
 //!
 //! Brokers are numbered by rank among the eligible ids (those that can lead some
 //! partition, ascending), so every order the reference takes from its dicts (sorted
 //! ids, racks by first broker) is the order of these numbers. The reference's ordered
 //! sets are dicts: kept here as insertion-ordered lists (`Sets`).
 
-use std::collections::HashMap;
-
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::types::PyTuple;
 
 use crate::leader_chains::{chain_moves, rack_moves, undo_detours};
 use crate::leader_direct::direct_pass;
+use crate::leader_read::{flags_of, read, Read};
 
 pub const NONE: u32 = u32::MAX;
 
@@ -159,144 +159,6 @@ impl State {
     }
 }
 
-const ALIVE: u8 = 1;
-const SUSPECT: u8 = 2;
-
-/// Broker id -> slot, through a table when the ids are small (the usual case).
-struct Ids {
-    dense: Vec<u32>,
-    sparse: HashMap<i64, u32>,
-}
-
-impl Ids {
-    fn new(ids: &[i64]) -> Self {
-        let small = ids.iter().all(|&b| (0..1 << 20).contains(&b));
-        let top = if small {
-            ids.iter().max().map_or(0, |&b| b as usize + 1)
-        } else {
-            0
-        };
-        let mut dense = vec![NONE; top];
-        let mut sparse = HashMap::new();
-        for (k, &b) in ids.iter().enumerate() {
-            if small {
-                dense[b as usize] = k as u32;
-            } else {
-                sparse.insert(b, k as u32);
-            }
-        }
-        Ids { dense, sparse }
-    }
-
-    fn get(&self, b: i64) -> u32 {
-        if self.dense.is_empty() {
-            return self.sparse.get(&b).copied().unwrap_or(NONE);
-        }
-        usize::try_from(b)
-            .ok()
-            .and_then(|b| self.dense.get(b))
-            .copied()
-            .unwrap_or(NONE)
-    }
-}
-
-/// What the plan needs of the partitions: candidates (snapshot broker slots), current
-/// leader and first replica (ids). None when a figure is past 64 bits or a broker is
-/// not in the snapshot (the reference then plans).
-struct Read {
-    starts: Vec<u32>,
-    flat: Vec<u32>,
-    leader: Vec<i64>,
-    first: Vec<i64>,
-}
-
-fn read(
-    partitions: &Bound<'_, PyTuple>,
-    ids: &Ids,
-    flags: &[u8],
-    offline_dirs: &[(i64, String)],
-) -> PyResult<Option<Read>> {
-    let py = partitions.py();
-    let (replicas_attr, broker_attr) = (pyo3::intern!(py, "replicas"), pyo3::intern!(py, "broker"));
-    let (isr_attr, leader_attr) = (pyo3::intern!(py, "isr"), pyo3::intern!(py, "leader"));
-    let dir_attr = pyo3::intern!(py, "log_dir");
-    let n = partitions.len();
-    let mut out = Read {
-        starts: Vec::with_capacity(n + 1),
-        flat: Vec::with_capacity(3 * n),
-        leader: Vec::with_capacity(n),
-        first: Vec::with_capacity(n),
-    };
-    out.starts.push(0);
-    let mut isr: Vec<u32> = Vec::new();
-    for p in partitions.iter() {
-        let Ok(leader) = p.getattr(leader_attr)?.extract::<i64>() else {
-            return Ok(None);
-        };
-        let replicas = p.getattr(replicas_attr)?;
-        let Ok(replicas) = replicas.cast::<PyTuple>() else {
-            return Ok(None);
-        };
-        let in_isr = p.getattr(isr_attr)?;
-        let Ok(in_isr) = in_isr.cast::<PyTuple>() else {
-            return Ok(None);
-        };
-        isr.clear();
-        let mut sure = true;
-        for x in in_isr.iter() {
-            let Ok(b) = x.extract::<i64>() else {
-                return Ok(None);
-            };
-            let k = ids.get(b);
-            if k == NONE {
-                return Ok(None);
-            }
-            let f = flags[k as usize];
-            sure &= f & ALIVE != 0 && f & SUSPECT == 0;
-            isr.push(k);
-        }
-        let mut first = None;
-        if sure && isr.len() == replicas.len() {
-            // The common case: every replica is in sync on a healthy broker.
-            out.flat.extend_from_slice(&isr);
-            let r = replicas.get_item(0)?;
-            first = r.getattr(broker_attr)?.extract::<i64>().ok();
-        } else {
-            for r in replicas.iter() {
-                let Ok(b) = r.getattr(broker_attr)?.extract::<i64>() else {
-                    return Ok(None);
-                };
-                first.get_or_insert(b);
-                let k = ids.get(b);
-                if k == NONE {
-                    return Ok(None);
-                }
-                let f = flags[k as usize];
-                if f & ALIVE == 0 || !isr.contains(&k) {
-                    continue;
-                }
-                if f & SUSPECT != 0 {
-                    let dir = r.getattr(dir_attr)?;
-                    if dir.is_none() {
-                        continue; // no dir on a broker with an offline dir: offline
-                    }
-                    let dir = dir.cast_into::<PyString>()?;
-                    let dir = dir.to_str()?;
-                    if offline_dirs.iter().any(|(ob, od)| *ob == b && od == dir) {
-                        continue;
-                    }
-                }
-                out.flat.push(k);
-            }
-        }
-        let Some(first) = first else { return Ok(None) };
-        out.first.push(first);
-        out.leader.push(leader);
-        out.starts.push(out.flat.len() as u32);
-    }
-    Ok(Some(out))
-}
-
 /// `leaders.plan_leaders` up to the targets: `brokers` lists every broker of the
 /// snapshot as (id, rack), `alive` and `suspect` (with an offline dir) name some of
 /// them. Returns (partition index, target id) of each partition whose preferred or
@@ -310,21 +172,19 @@ pub fn leader_targets(
     suspect: Vec<i64>,
     offline_dirs: Vec<(i64, String)>,
 ) -> PyResult<Option<Vec<(usize, i64)>>> {
-    let all: Vec<i64> = brokers.iter().map(|(b, _)| *b).collect();
-    let ids = Ids::new(&all);
-    let mut flags = vec![0u8; all.len()];
-    for (list, flag) in [(&alive, ALIVE), (&suspect, SUSPECT)] {
-        for &b in list.iter() {
-            match ids.get(b) {
-                NONE => return Ok(None),
-                k => flags[k as usize] |= flag,
-            }
-        }
-    }
+    let Some((all, ids, flags)) = flags_of(&brokers, &alive, &suspect) else {
+        return Ok(None);
+    };
     let Some(found) = read(partitions, &ids, &flags, &offline_dirs)? else {
         return Ok(None);
     };
-    let mut state = start(found.starts, found.flat, &found.leader, &all, &brokers);
+    Ok(Some(targets(found, &all, &brokers)))
+}
+
+/// The plan from the partitions' candidates: (index, target id) of each partition
+/// whose preferred or current leader changes.
+pub fn targets(found: Read, all: &[i64], brokers: &[(i64, Option<String>)]) -> Vec<(usize, i64)> {
+    let mut state = start(found.starts, found.flat, &found.leader, all, brokers);
     plan(&mut state);
     let eligible = &state.ids;
     let mut out = Vec::new();
@@ -337,7 +197,7 @@ pub fn leader_targets(
             out.push((i, id));
         }
     }
-    Ok(Some(out))
+    out
 }
 
 /// `Leadership.__init__`: ranks the eligible brokers, numbers their racks in order of

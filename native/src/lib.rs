@@ -8,12 +8,17 @@
 use pyo3::prelude::*;
 
 mod checks;
+mod columns;
+mod columns_model;
 mod disks;
 mod flow;
 mod leader_chains;
 mod leader_direct;
+mod leader_read;
 mod leaders;
 mod model;
+mod scan;
+mod scan_partitions;
 
 #[pymodule]
 fn selfheal_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -21,6 +26,9 @@ fn selfheal_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(disks::drain_dir, m)?)?;
     m.add_function(wrap_pyfunction!(flow::sticky_flow, m)?)?;
     m.add_function(wrap_pyfunction!(leaders::leader_targets, m)?)?;
+    m.add_function(wrap_pyfunction!(leader_read::leader_targets_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(columns::read_columns, m)?)?;
+    m.add_class::<columns::Columns>()?;
     m.add_function(wrap_pyfunction!(model::dir_index, m)?)?;
     m.add_function(wrap_pyfunction!(model::broker_totals, m)?)?;
     Ok(())

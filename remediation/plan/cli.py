@@ -143,7 +143,7 @@ def _bad_input_exits_2() -> Iterator[None]:
 
 
 @contextmanager
-def _snapshot(args: argparse.Namespace) -> Iterator[ClusterModel]:
+def _snapshot(args: argparse.Namespace, columns: bool = False) -> Iterator[ClusterModel]:
     # A command is one short run over a million small acyclic objects: the cyclic
     # collector would only rescan them (0.1-0.2 s a pass at full size), so it stays off.
     was_enabled = gc.isenabled()
@@ -154,7 +154,9 @@ def _snapshot(args: argparse.Namespace) -> Iterator[ClusterModel]:
             from core.model import ClusterModel
 
             try:
-                model = ClusterModel.load(sys.stdin.buffer if source == "-" else source)
+                model = ClusterModel.load(
+                    sys.stdin.buffer if source == "-" else source, columns=columns
+                )
             except SnapshotError as exc:
                 raise SnapshotError(f"{source}: {exc.path}", exc.problem, exc.kind) from exc
             yield model
@@ -221,7 +223,7 @@ def _replicas(args: argparse.Namespace) -> int:
 def _offline(args: argparse.Namespace) -> int:
     from core.plan import offline
 
-    with _snapshot(args) as model:
+    with _snapshot(args, columns=True) as model:  # records only for the partitions it repairs
         plan = offline.plan_offline(model)
         text = offline.explain(model, plan, args.throttle) if args.explain else None
         return _emit(plan.to_json(), text, "offline")
@@ -230,7 +232,7 @@ def _offline(args: argparse.Namespace) -> int:
 def _disks(args: argparse.Namespace) -> int:
     from core.plan import disks
 
-    with _snapshot(args) as model:
+    with _snapshot(args, columns=True) as model:  # records only for the replicas it moves
         plan = disks.plan_disks(model, args.threshold)
         text = disks.explain(model, plan, args.threshold) if args.explain else None
         return _emit(plan.to_json(), text, "disks")
@@ -239,7 +241,7 @@ def _disks(args: argparse.Namespace) -> int:
 def _leaders(args: argparse.Namespace) -> int:
     from core.plan import leaders
 
-    with _snapshot(args) as model:
+    with _snapshot(args, columns=True) as model:  # the plan reads columns where it can
         plan = leaders.plan_leaders(model)
         text = leaders.explain(model, plan) if args.explain else None
         return _emit(plan.to_json(), text, "leaders")

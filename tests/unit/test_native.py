@@ -12,6 +12,7 @@ import random
 import shutil
 from collections.abc import Callable
 from copy import deepcopy
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -22,8 +23,10 @@ from core.model import ClusterModel
 from core.plan import disks, leaders, offline
 from schemas import native
 from schemas.snapshot import DirReplicas
+from schemas.snapshot_columns import read_columns
 from schemas.snapshot_decode import decode_snapshot
 from tests.unit.plan_snapshots import GIB, broker, clusters, doc, model, partition
+from tests.unit.test_native_columns import columns_model
 
 
 def both_paths(monkeypatch: pytest.MonkeyPatch, run: Callable[[], Any]) -> tuple[Any, Any]:
@@ -64,7 +67,7 @@ def test_where_cargo_is_the_core_is_built_and_on_by_default(monkeypatch):
 @given(document=clusters(), threshold=st.sampled_from([1.0, 1.05, 1.10, 1.25]))
 def test_disk_plans_are_byte_identical_on_random_clusters(document, threshold):
     with pytest.MonkeyPatch.context() as mp:
-        for load in (model, decoded):
+        for load in (model, decoded, columns_model):
             fast, reference = both_paths(mp, lambda load=load: disk_plan(document, threshold, load))
             assert fast == reference
 
@@ -83,8 +86,9 @@ def test_disk_plans_are_byte_identical_with_many_moves(seed, threshold):
         parts.append(partition("t", i, [(b, path, rng.choice([0, 1, 7, GIB, 3 * GIB + 1]))]))
     document = doc(bs, parts)
     with pytest.MonkeyPatch.context() as mp:
-        fast, reference = both_paths(mp, lambda: disk_plan(document, threshold, decoded))
-    assert fast == reference
+        for load in (decoded, columns_model):  # columns: as `plan disks` reads
+            fast, reference = both_paths(mp, lambda load=load: disk_plan(document, threshold, load))
+            assert fast == reference
 
 
 # Sizes around 2**53, where an int and a float stop meaning the same number, and past
@@ -189,4 +193,9 @@ def test_the_decoder_refuses_and_accepts_the_same_snapshots(document, how, seed)
     text = json.dumps(document)
     with pytest.MonkeyPatch.context() as mp:
         fast, reference = both_paths(mp, lambda: decode_snapshot(text))
+        mp.setenv("SELFHEAL_NATIVE", "1")
+        columns = read_columns(text.encode())  # the compiled reader, straight to columns
     assert fast == reference
+    assert (columns is None) == (reference is None) or not shutil.which("cargo")
+    if columns is not None:
+        assert replace(columns, partitions=tuple(columns.partitions)) == reference

@@ -1,8 +1,10 @@
 """Bad snapshots through the compiled path and the reference (issue 33's acceptance):
 truncated JSON, a 60,000-deep array, a wrong type deep inside, a replica on a broker the
-snapshot does not list, a NaN size, a 2 GB file. Each is refused with the same line on
-both paths (SELFHEAL_NATIVE=1 and 0), by the whole CLI in a fresh process: exit code 2,
-no signal, the line on stderr, and a peak RSS that shows nothing was read whole."""
+snapshot does not list, a NaN size, an id past 64 bits, a 2 GB file. Each is refused
+with the same line on both paths (SELFHEAL_NATIVE=1 and 0), by the whole CLI in a fresh
+process (`plan leaders`, which reads through the compiled reader into columns): exit
+code 2, no signal, the line on stderr, and a peak RSS that shows nothing was read whole.
+The compiled reader itself refuses each (None), so the walker words it."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import pytest
 
 from schemas import snapshot
 from schemas.snapshot import SnapshotError, load_snapshot
+from schemas.snapshot_columns import read_columns
 from tests.unit.plan_snapshots import random_cluster
 
 # Python with the planners imported peaks near 60-90 MiB; a bad snapshot of ~100 KiB
@@ -59,6 +62,14 @@ CASES = {
     "unknown broker": (
         lambda: edited(unknown_broker),
         "partitions[250].replicas[0].broker: broker 999 is not in brokers",
+    ),
+    "leader past 64 bits": (
+        lambda: edited(lambda d: d["partitions"][250].update(leader=2**70)),
+        "partitions[250].leader: broker 1180591620717411303424 is not a replica of t0-50",
+    ),
+    "replica past 64 bits": (
+        lambda: edited(lambda d: d["partitions"][250]["replicas"][0].update(broker=2**70)),
+        "partitions[250].replicas[0].broker: broker 1180591620717411303424 is not in brokers",
     ),
     "NaN size": (
         lambda: edited(lambda d: deep_inside(d, float("nan"))),
@@ -104,13 +115,15 @@ def both_refuse(path: Path, expected: str) -> None:
 def test_a_bad_snapshot_is_refused_alike_by_both_paths(case, tmp_path, monkeypatch):
     make, expected = CASES[case]
     text = make()
+    monkeypatch.setenv("SELFHEAL_NATIVE", "1")
+    assert read_columns(text.encode()) is None
     messages = []
-    for native in ("1", "0"):
+    for native, columns in (("1", True), ("1", False), ("0", False)):
         monkeypatch.setenv("SELFHEAL_NATIVE", native)
         with pytest.raises(SnapshotError) as refused:
-            snapshot.parse_snapshot(text)
+            snapshot.parse_snapshot(text.encode() if columns else text, columns)
         messages.append(str(refused.value))
-    assert messages[0] == messages[1]
+    assert messages[0] == messages[1] == messages[2]
     assert messages[0].startswith(expected)
     path = tmp_path / "bad.json"
     path.write_text(text)

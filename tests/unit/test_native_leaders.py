@@ -17,6 +17,7 @@ from core.model import ClusterModel
 from core.plan import leaders
 from tests.unit.plan_snapshots import broker, doc, model, partition, random_cluster
 from tests.unit.test_native import both_paths, decoded
+from tests.unit.test_native_columns import columns_model
 
 
 def leader_plan(document: dict[str, Any], load: Any = decoded) -> str:
@@ -58,8 +59,8 @@ def test_the_core_plans_where_it_is_built(monkeypatch):
     # Without this the comparisons below could hold by running the reference twice.
     monkeypatch.delenv("SELFHEAL_NATIVE", raising=False)
     if shutil.which("cargo"):
-        m = decoded(piled(1, sparse_ids=False))
-        assert leaders._native_targets(m) is not None
+        for load in (decoded, columns_model):
+            assert leaders._native_targets(load(piled(1, sparse_ids=False))) is not None
 
 
 @settings(max_examples=300, deadline=None)
@@ -67,7 +68,7 @@ def test_the_core_plans_where_it_is_built(monkeypatch):
 def test_leader_plans_are_byte_identical_on_random_clusters(seed, sparse_ids):
     document = piled(seed, sparse_ids)
     with pytest.MonkeyPatch.context() as mp:
-        for load in (decoded, model):
+        for load in (decoded, model, columns_model):
             fast, reference = both_paths(mp, lambda load=load: leader_plan(document, load))
             assert fast == reference
 
@@ -83,8 +84,8 @@ def test_leader_plans_are_byte_identical_with_thousands_of_partitions(seed):
     for p in document["partitions"]:
         if p["isr"] and rng.random() < 0.5:
             p["leader"] = min(p["isr"])
-    with pytest.MonkeyPatch.context() as mp:
-        fast, reference = both_paths(mp, lambda: leader_plan(document))
+    with pytest.MonkeyPatch.context() as mp:  # as the CLI reads: columns from the bytes
+        fast, reference = both_paths(mp, lambda: leader_plan(document, columns_model))
     assert fast == reference
 
 
@@ -96,6 +97,7 @@ def test_a_broker_id_past_64_bits_takes_the_reference(monkeypatch):
     )
     monkeypatch.delenv("SELFHEAL_NATIVE", raising=False)
     assert leaders._native_targets(model(document)) is None
-    fast, reference = both_paths(monkeypatch, lambda: leader_plan(document, model))
-    assert fast == reference
+    for load in (model, lambda d: columns_model(d, taken=False)):  # refused: the records
+        fast, reference = both_paths(monkeypatch, lambda load=load: leader_plan(document, load))
+        assert fast == reference
     assert leaders.plan_leaders(model(document)).election  # all six led by 0: some move
