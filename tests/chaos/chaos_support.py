@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -206,8 +207,9 @@ class Scenario:
                     out.append(clock.epoch_seconds(json.loads(m.value)["taken_at"]))
             return [t for t in out if t >= since]
 
-        self.wait(lambda: len(taken()) >= count,
-                  f"{count} snapshot(s) taken after {clock.text(since)}", timeout)
+        after = clock.text(datetime.fromtimestamp(since, UTC))
+        self.wait(lambda: len(taken()) >= count, f"{count} snapshot(s) taken after {after}",
+                  timeout)
         # the batch running now may have begun before they came: the one after it did not
         wait_for_batches(self.loop, stream_batches(self.loop.pieces["stream"]) + 1, timeout)
 
