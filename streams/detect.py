@@ -321,7 +321,8 @@ class _Step(GroupRules, CordonRules):
             self.decisions.append(Decision(
                 DEAD_BROKER, self.cluster_id, gone, BROKER_LEFT, broker, None,
                 state.snapshot, (),
-                f"broker {broker} left the cluster and has not come back in {grace:.0f} s"))
+                f"broker {broker} left the cluster and has not come back in {grace:.0f} s",
+                cordoned=self.cordoned_now()))
 
     def finish(self, clock: Ms) -> None:
         state = self.state
@@ -341,7 +342,7 @@ class _Step(GroupRules, CordonRules):
                     FIX_OFFLINE, self.cluster_id, episode.since, episode.trigger,
                     episode.broker, episode.log_dir, state.snapshot, offline,
                     f"log dir {episode.log_dir} on broker {episode.broker} is offline",
-                    delta=state.delta))
+                    delta=state.delta, cordoned=self.cordoned_now()))
         expired = [p for p in state.pending if p.time + self.settings.signal_window_ms < clock]
         for p in expired:
             where = f"broker {p.broker}" if p.broker is not None else "an unnamed broker"

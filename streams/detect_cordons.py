@@ -45,6 +45,13 @@ class CordonRules:
         """The dir of an offline episode is online again: held as returned."""
         self.state.returned[(broker, log_dir)] = time
 
+    def cordoned_now(self) -> tuple[tuple[int, str], ...]:
+        """The dirs this detector cordoned (not lifted) or will cordon (returned): a fix
+        planned now must not name them, whatever an older snapshot says."""
+        state = self.state
+        return tuple(sorted({k for k, lifted in state.cordons.items() if not lifted}
+                            | set(state.returned)))
+
     def cordons(self, seen: SnapshotSeen) -> None:
         state, facts = self.state, seen.facts
         trust = self.settings.returned_trust_ms

@@ -241,7 +241,9 @@ class Decision:
     """Something to propose; streams/propose.py turns it into an action record.
 
     ``offline_dirs`` are every dir the detector holds offline in the cluster: the
-    planner marks them offline in the snapshot, which may predate the failure.
+    planner marks them offline in the snapshot, which may predate the failure. Likewise
+    ``cordoned``: the dirs this detector cordoned or is cordoning (a snapshot taken
+    before serve ran the cordon shows them open; Kafka refuses a replica into them).
     """
 
     type: str
@@ -256,6 +258,7 @@ class Decision:
     group: str | None = None  # the consumer group an assign_consumers decision is about
     # The failure's delta taken after ``snapshot``: planned from the snapshot + it.
     delta: SnapshotRef | None = None
+    cordoned: tuple[tuple[int, str], ...] = ()
 
     def to_json(self) -> str:
         body = dataclasses.asdict(self)
@@ -269,6 +272,7 @@ class Decision:
         delta = doc.get("delta")
         doc["delta"] = SnapshotRef(**delta) if delta is not None else None
         doc["offline_dirs"] = tuple((int(b), d) for b, d in doc["offline_dirs"])
+        doc["cordoned"] = tuple((int(b), d) for b, d in doc.get("cordoned", ()))
         return cls(**doc)
 
 

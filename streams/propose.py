@@ -50,6 +50,21 @@ from streams.detect_types import (
 from streams.keeper import ReadSnapshot, SnapshotKeeper
 
 
+def mark_cordoned(doc: dict[str, Any], dirs: Iterable[tuple[int, str]]) -> None:
+    """Mark ``dirs`` cordoned in a snapshot document (a dir it does not list, or lists
+    offline, is left as it is); changed brokers are copied first, as in `mark_offline`."""
+    index = {b["id"]: i for i, b in enumerate(doc["brokers"])}
+    for broker, path in dirs:
+        i = index.get(broker)
+        if i is None or not any(d["path"] == path and d.get("online")
+                                for d in doc["brokers"][i]["log_dirs"]):
+            continue
+        doc["brokers"] = list(doc["brokers"])
+        doc["brokers"][i] = {**doc["brokers"][i], "log_dirs": [
+            {**d, "cordoned": True} if d["path"] == path else d
+            for d in doc["brokers"][i]["log_dirs"]]}
+
+
 def mark_offline(doc: dict[str, Any], dirs: Iterable[tuple[int, str]]) -> None:
     """Mark ``dirs`` offline in a snapshot document (adding a dir it does not list). The
     brokers it changes are copied first: the document's entries may be the model's."""
@@ -92,7 +107,8 @@ class Proposer:
         ref = decision.snapshot
         if ref is None:
             raise ValueError(f"a {decision.type} decision carries no snapshot to plan from")
-        key = (ref, decision.delta, decision.cluster_id, decision.offline_dirs)
+        key = (ref, decision.delta, decision.cluster_id, decision.offline_dirs,
+               decision.cordoned)
         if self._model is not None and self._model[0] == key:
             return self._model[1]
         doc = self.base(ref, decision.cluster_id)
@@ -105,6 +121,7 @@ class Proposer:
             doc = apply_delta(doc, msgspec.json.decode(raw))
         doc = {**doc}
         mark_offline(doc, decision.offline_dirs)
+        mark_cordoned(doc, decision.cordoned)
         model = ClusterModel(snapshot_from_dict(doc))
         self._model = (key, model)
         return model

@@ -7,7 +7,9 @@ broker with an offline dir only when no healthy broker serves as well (and with 
 "any": Kafka refuses to place a replica in a named dir there), the leader first. Among
 the plans that keep them, `core.plan.spread` picks the one whose busiest receiver copies
 the least (docs/planning.md); on a healthy broker a new replica goes into the online
-dir with the most free space.
+dir with the most free space that is not cordoned (KIP-1066: the broker refuses a new
+replica or a move into a cordoned dir, so a plan naming one never completes), and a
+broker whose online dirs are all cordoned receives nothing.
 """
 
 from __future__ import annotations
@@ -31,8 +33,13 @@ OBJECTIVE = (
 )
 
 
+def open_dirs(model: ClusterModel, broker: int) -> list[str]:
+    """The dirs of ``broker`` a new replica may land in: online and not cordoned."""
+    return [path for path, d in model.dirs[broker].items() if d.online and not d.cordoned]
+
+
 class _Dirs:
-    """Free space per online dir of the brokers that get new replicas."""
+    """Free space per open dir (`open_dirs`) of the brokers that get new replicas."""
 
     def __init__(self, model: ClusterModel) -> None:
         self.model = model
@@ -41,7 +48,7 @@ class _Dirs:
     def take(self, broker: int, size: int) -> str:
         if broker not in self.free:
             model = self.model
-            online = [path for path, d in model.dirs[broker].items() if d.online]
+            online = open_dirs(model, broker)
             known = {path: model.free_bytes(broker, path) for path in online}
             if all(v is not None for v in known.values()):
                 self.free[broker] = {path: v or 0 for path, v in known.items()}
@@ -55,7 +62,7 @@ class _Dirs:
 
 def work(model: ClusterModel) -> tuple[list[Job], list[Receiver], list[Unrecoverable]]:
     """The jobs (partitions to repair), the receivers, and what cannot be repaired."""
-    candidates = [b for b in sorted(model.alive) if model.can_host(b)]
+    candidates = [b for b in sorted(model.alive) if model.can_host(b) and open_dirs(model, b)]
     hosts = frozenset(candidates)
     degraded = model.brokers_with_offline_dir
     sizes = model.broker_bytes

@@ -4,8 +4,10 @@ traffic on a test topic the whole time, and the checks each scenario ends with.
 A scenario breaks something (a process, ZooKeeper, the bus, a disk, the clock), lets the
 loop do its work, and ends with the history check of Kafka's system tests and Jepsen:
 every acknowledged message consumed, none twice, and the cluster healthy wherever
-software could make it so. Each scenario has a topic, traffic and a loop of its own (a
-loop's topics carry a prefix of their own), and heals whatever it broke.
+software could make it so. Each scenario has a topic, traffic and readers of its own,
+begins on a whole cluster (every replica of the loop's topics and its own in sync) and
+heals whatever it broke. The scenarios of a module run on one loop (`shared_loop`), as
+production runs one loop through many faults; a loop's topics carry a prefix of their own.
 """
 
 from __future__ import annotations
@@ -17,16 +19,25 @@ import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from core import clock
 from remediation.executor.lifecycle import is_terminal
 from sandbox import cluster, loop, traffic
 from sandbox.state import SandboxState
 from sandbox.status import kafka_admin
-from tests.e2e.loop_support import dir_holding, drop_topics, parsed, wait_for_batches
+from schemas import snapshot_chunks as chunking
+from tests.e2e.loop_support import (
+    dir_holding,
+    drop_topics,
+    parsed,
+    stream_batches,
+    wait_for_batches,
+)
 from tests.integration.collect_support import TopicReader
 from tests.polling import wait_until
 
@@ -53,6 +64,7 @@ class Scenario:
     producer: traffic.BackgroundProducer
     consumer: traffic.BackgroundConsumer
     readers: dict[str, TopicReader]
+    shared: SharedLoop | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
     # --- the serve API --------------------------------------------------------------------
@@ -172,10 +184,34 @@ class Scenario:
         assert left == set(), left
 
     def assert_proposed_once(self) -> None:
-        """No action id on the bus twice (a replay proposes nothing again)."""
-        ids = Counter(a["action_id"] for a in parsed(self.readers["actions"].messages)
-                      if "action_id" in a)
-        assert [i for i, n in ids.items() if n > 1] == []
+        """No action id on the bus twice (a replay proposes nothing again): in this
+        scenario, and over a shared loop's whole life."""
+        for reader in (self.readers["actions"], self.shared and self.shared.actions):
+            if reader:
+                ids = Counter(a["action_id"] for a in parsed(reader.messages)
+                              if "action_id" in a)
+                assert [i for i, n in ids.items() if n > 1] == []
+
+    def wait_read_snapshots_since(self, since: float, count: int = 1,
+                                  timeout: float = 120.0) -> None:
+        """Until ``count`` full snapshots taken at or after ``since`` (epoch seconds) are
+        on the bus and the job has finished a batch begun after they were: what the job
+        makes of the cluster from then on, it has made."""
+        def taken() -> list[float]:
+            out = []
+            for m in self.readers["cluster-snapshots"].messages:
+                kind = chunking.kind_of(m.value)
+                if kind == chunking.MANIFEST:
+                    out.append(clock.epoch_seconds(chunking.check_manifest(m.value).taken_at))
+                elif kind == chunking.SNAPSHOT:
+                    out.append(clock.epoch_seconds(json.loads(m.value)["taken_at"]))
+            return [t for t in out if t >= since]
+
+        after = clock.text(datetime.fromtimestamp(since, UTC))
+        self.wait(lambda: len(taken()) >= count, f"{count} snapshot(s) taken after {after}",
+                  timeout)
+        # the batch running now may have begun before they came: the one after it did not
+        wait_for_batches(self.loop, stream_batches(self.loop.pieces["stream"]) + 1, timeout)
 
     def executions(self, action_id: str) -> int:
         """How many times serve submitted this action's reassignment (its audit says)."""
@@ -206,26 +242,79 @@ def running_loop(state: SandboxState, work: Path, policy: str = POLICY,
         drop_topics(state, prefix)
 
 
+@dataclass
+class SharedLoop:
+    """A module's loop, run through all its scenarios, and a reader of its actions from
+    its first batch on: no action proposed twice over the loop's life, across scenarios."""
+
+    loop: loop.Loop
+    actions: TopicReader
+    start_s: float  # from its start to its first micro-batch
+    scenarios: int = 0
+
+
+@contextmanager
+def shared_loop(state: SandboxState, work: Path, policy: str = POLICY,
+                overrides: dict[str, dict[str, Any]] | None = None) -> Iterator[SharedLoop]:
+    """`running_loop` for a module's scenarios (a module-scoped fixture holds it)."""
+    started = time.monotonic()
+    with running_loop(state, work, policy, overrides) as the_loop:
+        actions = TopicReader(state, the_loop.topic("actions"))
+        actions.start()
+        try:
+            yield SharedLoop(the_loop, actions, time.monotonic() - started)
+        finally:
+            actions.stop()
+
+
+def in_sync(state: SandboxState, prefix: str, topic: str) -> bool:
+    """Every partition of the loop's bus topics and of ``topic`` led, all replicas in sync."""
+    with kafka_admin(state) as admin:
+        found = admin.describe_topics()
+    return all(p["leader_id"] >= 0 and set(p["isr_nodes"]) == set(p["replica_nodes"])
+               for t in found if t["name"].startswith(prefix) or t["name"] == topic
+               for p in t["partitions"])
+
+
 @contextmanager
 def scenario(state: SandboxState, work: Path, name: str, policy: str = POLICY,
              overrides: dict[str, dict[str, Any]] | None = None,
-             partitions: int = 6) -> Iterator[Scenario]:
-    """The whole loop on its own topics and a test topic (RF 2) with a producer and a
-    consumer running, readers of the loop's topics from the start; everything stopped
-    and dropped after."""
-    # The topic comes first: the loop then starts knowing where its replicas are, as a
-    # loop that has run for a while would.
+             partitions: int = 6, shared: SharedLoop | None = None) -> Iterator[Scenario]:
+    """A test topic (RF 2) with a producer and a consumer running and readers of the
+    loop's topics from now on, on the ``shared`` loop (its ``policy`` and ``overrides``
+    are the loop's own) or on a loop of the scenario's own; everything the scenario
+    started is stopped and dropped after. Its phases' times go into its timings."""
+    if shared is not None and (policy is not POLICY or overrides is not None):
+        raise ValueError("a shared loop has its policy and overrides already")
+    # The topic comes first: a loop of the scenario's own then starts knowing where its
+    # replicas are, as a loop that has run for a while would.
     topic = f"chaos-{name}-{uuid.uuid4().hex[:6]}"
     traffic.create_topic(state, topic, partitions=partitions, replication_factor=2)
+    timings: dict[str, Any] = {}
+    s: Scenario | None = None
     try:
-        with running_loop(state, work, policy, overrides) as the_loop, \
-                _traffic(state, the_loop, name, topic) as s:
+        with ExitStack() as stack:
+            started = time.monotonic()
+            if shared is None:
+                the_loop = stack.enter_context(running_loop(state, work, policy, overrides))
+                timings["loop start s"] = time.monotonic() - started
+            else:
+                the_loop = shared.loop
+                shared.scenarios += 1
+                timings["shared loop: scenario"] = shared.scenarios
+                if shared.scenarios == 1:  # the first pays for its start
+                    timings["loop start s"] = shared.start_s
+            s = stack.enter_context(_traffic(state, the_loop, name, topic, shared, timings))
             yield s
+            ended = time.monotonic()
+        timings["teardown s"] = time.monotonic() - ended
     finally:
         traffic.delete_topic(state, topic)
         # After the checks (which fail on a throttle left): a scenario that failed
         # mid-reassignment must not fail the next one on its broker throttles.
         clear_broker_throttles(state)
+        REPORTED.append((name, {**timings, **(s.timings if s else {})}))
+        RAN_ON.append(state)
 
 
 def clear_broker_throttles(state: SandboxState) -> None:
@@ -240,16 +329,23 @@ def clear_broker_throttles(state: SandboxState) -> None:
 
 
 @contextmanager
-def _traffic(state: SandboxState, the_loop: loop.Loop, name: str,
-             topic: str) -> Iterator[Scenario]:
+def _traffic(state: SandboxState, the_loop: loop.Loop, name: str, topic: str,
+             shared: SharedLoop | None, timings: dict[str, Any]) -> Iterator[Scenario]:
     prefix = the_loop.config["bus"]["topic_prefix"]
     producer = traffic.BackgroundProducer(state, topic, rate_per_s=50)
     consumer = traffic.BackgroundConsumer(state, topic)
     readers: dict[str, TopicReader] = {}
-    s = Scenario(state, the_loop, topic, producer, consumer, readers)
+    s = Scenario(state, the_loop, topic, producer, consumer, readers, shared=shared)
     try:
+        started = time.monotonic()
         s.wait(lambda: s.api("GET", "/actions") is not None, "serve's API", 60)
-        for reader in ("actions", "dead-letter", "logdir-events"):
+        # One fault at a time: a scenario begins on a whole cluster. A loop that ran
+        # through earlier faults has its topics on disks healed empty, still catching
+        # up; a dir failed meanwhile may hold a partition's only in-sync copy (two
+        # overlapping faults, which no software can repair; the planner pages for it).
+        s.wait(lambda: in_sync(state, prefix, topic), "the loop's topics and the test "
+               "topic in sync", 180)
+        for reader in ("actions", "dead-letter", "logdir-events", "cluster-snapshots"):
             readers[reader] = TopicReader(state, prefix + reader)
             readers[reader].start()
         consumer.start()
@@ -257,6 +353,7 @@ def _traffic(state: SandboxState, the_loop: loop.Loop, name: str,
         # Traffic flows end to end before any fault: a consumer still looking up its
         # partitions' offsets when two brokers die would wait out its own timeout and stop.
         s.wait(lambda: consumer.values, "the consumer reading the producer's messages", 60)
+        timings["whole, traffic flowing s"] = time.monotonic() - started
         yield s
     finally:
         if producer.is_alive():
@@ -264,8 +361,6 @@ def _traffic(state: SandboxState, the_loop: loop.Loop, name: str,
         consumer.stop()
         for reader in readers.values():
             reader.stop()
-        REPORTED.append((name, dict(s.timings)))
-        RAN_ON.append(state)
 
 
 def some_dir(state: SandboxState, broker: int, topic: str) -> str:

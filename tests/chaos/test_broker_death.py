@@ -12,7 +12,7 @@ import pytest
 
 from sandbox import cluster, traffic
 from sandbox.state import SandboxState
-from tests.chaos.chaos_support import scenario
+from tests.chaos.chaos_support import scenario, shared_loop
 
 pytestmark = pytest.mark.chaos
 
@@ -33,6 +33,13 @@ def four(tmp_path_factory) -> Iterator[SandboxState]:
         cluster.down(state.reload())
 
 
+@pytest.fixture(scope="module")
+def shared(four, tmp_path_factory):
+    """One loop through the module's deaths (a short grace), as in production."""
+    with shared_loop(four, tmp_path_factory.mktemp("dead-loop"), overrides=DETECT) as running:
+        yield running
+
+
 def fixes_for_broker(s, broker: int) -> list[dict]:
     from tests.e2e.loop_support import parsed
 
@@ -41,8 +48,8 @@ def fixes_for_broker(s, broker: int) -> list[dict]:
             and a["trigger"].get("kind") == "broker_left" and a["trigger"].get("broker") == broker]
 
 
-def test_a_dead_broker_is_re_replicated_after_the_grace_once(four, tmp_path):
-    with scenario(four, tmp_path / "loop", "dead", overrides=DETECT, partitions=8) as s:
+def test_a_dead_broker_is_re_replicated_after_the_grace_once(four, shared, tmp_path):
+    with scenario(four, tmp_path, "dead", partitions=8, shared=shared) as s:
         held = {p["partition_index"] for p in traffic.partitions(four, s.topic)
                 if 3 in p["replica_nodes"]}
         assert held, "broker 3 holds replicas of the test topic"
@@ -60,7 +67,8 @@ def test_a_dead_broker_is_re_replicated_after_the_grace_once(four, tmp_path):
             for p in traffic.partitions(four, s.topic):
                 assert 3 not in p["replica_nodes"] and len(p["replica_nodes"]) == 2, p
                 assert sorted(p["isr_nodes"]) == sorted(p["replica_nodes"]), p
-            time.sleep(10)  # later snapshots still show it gone: healed once
+            # later snapshots, read by the job, still show it gone: healed once
+            s.wait_read_snapshots_since(time.time(), count=2)
             assert len(fixes_for_broker(s, 3)) == 1
             s.assert_proposed_once()
             s.assert_no_throttle_left()
@@ -70,13 +78,15 @@ def test_a_dead_broker_is_re_replicated_after_the_grace_once(four, tmp_path):
             four.reload()
 
 
-def test_a_broker_back_within_the_grace_gets_no_fix(four, tmp_path):
-    with scenario(four, tmp_path / "loop", "back", overrides=DETECT, partitions=8) as s:
+def test_a_broker_back_within_the_grace_gets_no_fix(four, shared, tmp_path):
+    with scenario(four, tmp_path, "back", partitions=8, shared=shared) as s:
+        died = time.time()
         cluster.kill_broker(four, 2)
         time.sleep(3)
         cluster.start_broker(four, 2)
         four.reload()
-        time.sleep(GRACE_S + 20)  # past the grace, with snapshots showing it back
+        # past the grace, with snapshots showing it back, read by the job
+        s.wait_read_snapshots_since(died + GRACE_S + 10, count=2, timeout=GRACE_S + 120)
         assert fixes_for_broker(s, 2) == []
         s.assert_healthy()
         s.assert_history()
@@ -94,8 +104,8 @@ def victims(partitions: list[dict]) -> tuple[int, int]:
     raise AssertionError(f"no two brokers of {holders} leave a partition a copy to move")
 
 
-def test_two_dead_brokers_at_once_trip_the_breaker_and_page(four, tmp_path):
-    with scenario(four, tmp_path / "loop", "two-dead", overrides=DETECT, partitions=8) as s:
+def test_two_dead_brokers_at_once_trip_the_breaker_and_page(four, shared, tmp_path):
+    with scenario(four, tmp_path, "two-dead", partitions=8, shared=shared) as s:
         dead = victims(traffic.partitions(four, s.topic))
         try:
             cluster.kill_brokers(four, list(dead))

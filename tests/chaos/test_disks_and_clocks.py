@@ -13,15 +13,22 @@ import pytest
 from sandbox import cluster, traffic
 from sandbox.fill import fill_until_full
 from schemas import wire
-from tests.chaos.chaos_support import scenario, some_dir
+from tests.chaos.chaos_support import scenario, shared_loop, some_dir
 
 pytestmark = pytest.mark.chaos
 
 
+@pytest.fixture(scope="module")
+def shared(chaos_sandbox, tmp_path_factory):
+    """One loop through the module's faults, as in production (the clock's odd records
+    go last: they are meant to be shrugged off, and are)."""
+    with shared_loop(chaos_sandbox, tmp_path_factory.mktemp("disks-loop")) as running:
+        yield running
+
 
 def test_a_dir_broken_while_its_broker_is_stopped_is_healed_when_it_returns(
-        chaos_sandbox, tmp_path):
-    with scenario(chaos_sandbox, tmp_path / "loop", "stopped-disk") as s:
+        chaos_sandbox, shared, tmp_path):
+    with scenario(chaos_sandbox, tmp_path, "stopped-disk", shared=shared) as s:
         broker = 1
         path = some_dir(chaos_sandbox, broker, s.topic)
         try:
@@ -37,8 +44,8 @@ def test_a_dir_broken_while_its_broker_is_stopped_is_healed_when_it_returns(
 
 
 def test_a_full_disk_under_traffic_goes_offline_and_what_it_held_is_re_replicated(
-        chaos_sandbox, tmp_path):
-    with scenario(chaos_sandbox, tmp_path / "loop", "full-disk") as s:
+        chaos_sandbox, shared, tmp_path):
+    with scenario(chaos_sandbox, tmp_path, "full-disk", shared=shared) as s:
         broker, partner = 2, 0
         path = some_dir(chaos_sandbox, broker, s.topic)
         full_topic = None
@@ -63,10 +70,11 @@ def test_a_full_disk_under_traffic_goes_offline_and_what_it_held_is_re_replicate
                 traffic.delete_topic(chaos_sandbox, full_topic)
 
 
-def test_records_from_the_far_future_or_past_hide_no_real_failure(chaos_sandbox, tmp_path):
+def test_records_from_the_far_future_or_past_hide_no_real_failure(chaos_sandbox, shared,
+                                                                  tmp_path):
     from confluent_kafka import Producer
 
-    with scenario(chaos_sandbox, tmp_path / "loop", "clock") as s:
+    with scenario(chaos_sandbox, tmp_path, "clock", shared=shared) as s:
         prefix = s.loop.config["bus"]["topic_prefix"]
         producer = Producer({"bootstrap.servers": chaos_sandbox.bootstrap_servers})
         odd = []

@@ -10,7 +10,7 @@ import pytest
 
 from sandbox import loop
 from sandbox.processes import children_by_parent
-from tests.chaos.chaos_support import load, scenario, some_dir
+from tests.chaos.chaos_support import load, scenario, shared_loop, some_dir
 from tests.e2e.loop_support import stream_batches, wait_for_batches
 from tests.integration.test_clean_stops import _wait_gone, java_children
 
@@ -24,8 +24,16 @@ def pieces(state) -> tuple[str, ...]:
     return tuple(n for n in loop.pieces_for(state) if n != "serve")
 
 
-def test_serve_killed_mid_reassignment_resumes_and_runs_the_fix_once(chaos_sandbox, tmp_path):
-    with scenario(chaos_sandbox, tmp_path / "loop", "serve-kill", policy=SLOW) as s:
+@pytest.fixture(scope="module")
+def shared(chaos_sandbox, tmp_path_factory):
+    """One loop (fixes on auto, moves throttled) through the module's kills."""
+    with shared_loop(chaos_sandbox, tmp_path_factory.mktemp("kills-loop"), SLOW) as running:
+        yield running
+
+
+def test_serve_killed_mid_reassignment_resumes_and_runs_the_fix_once(chaos_sandbox, shared,
+                                                                     tmp_path):
+    with scenario(chaos_sandbox, tmp_path, "serve-kill", shared=shared) as s:
         load(chaos_sandbox, s.topic, 6)
         broker = 1
         path = some_dir(chaos_sandbox, broker, s.topic)
@@ -52,8 +60,8 @@ def test_serve_killed_mid_reassignment_resumes_and_runs_the_fix_once(chaos_sandb
 
 
 def test_the_job_and_collectors_killed_right_after_a_fault_still_heal_it_once(
-        chaos_sandbox, tmp_path):
-    with scenario(chaos_sandbox, tmp_path / "loop", "job-kill") as s:
+        chaos_sandbox, shared, tmp_path):
+    with scenario(chaos_sandbox, tmp_path, "job-kill", shared=shared) as s:
         broker = 2
         path = some_dir(chaos_sandbox, broker, s.topic)
         try:

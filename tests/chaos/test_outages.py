@@ -10,21 +10,11 @@ import time
 import pytest
 
 from sandbox import cluster
-from sandbox.status import kafka_admin
-from tests.chaos.chaos_support import scenario, some_dir
+from tests.chaos.chaos_support import in_sync, scenario, some_dir
 
 pytestmark = pytest.mark.chaos
 
 SESSION_S = 10.0  # the collectors', serve's lock's and the brokers' ZooKeeper session
-
-
-def in_sync(state, prefix: str, topic: str) -> bool:
-    """Every partition of the loop's bus topics and of ``topic`` led, all replicas in sync."""
-    with kafka_admin(state) as admin:
-        found = admin.describe_topics()
-    return all(p["leader_id"] >= 0 and set(p["isr_nodes"]) == set(p["replica_nodes"])
-               for t in found if t["name"].startswith(prefix) or t["name"] == topic
-               for p in t["partitions"])
 
 
 def heal_next_fault(s, broker: int, what: str) -> None:

@@ -107,6 +107,23 @@ def test_fix_names_exactly_the_partitions_on_the_failed_dir_and_moves_them_off_i
     assert page.plan["brokers"] == [1] and page.plan["log_dirs"] == ["/d2"]
 
 
+def test_a_fix_names_no_dir_the_detector_cordoned_though_the_snapshot_shows_it_open():
+    # The snapshot predates serve running the cordon; Kafka would refuse a replica there.
+    document = cluster(offline=((1, "/d2"),))
+    open_fix, _ = Proposer(Reads(document)).actions(decision(), "2026-11-22T04:00:00Z")
+    targets = {(b, d) for p in open_fix.plan["partitions"]
+               for b, d in zip(p["replicas"], p["log_dirs"], strict=True) if d != "any"}
+    assert targets, "the plan names dirs on the receivers"
+    cordoned = tuple(sorted(targets))
+    fix, _ = Proposer(Reads(document)).actions(decision(cordoned=cordoned),
+                                               "2026-11-22T04:00:00Z")
+    named_dirs = {(b, d) for p in fix.plan["partitions"]
+                  for b, d in zip(p["replicas"], p["log_dirs"], strict=True)}
+    assert named_dirs.isdisjoint(cordoned), named_dirs
+    assert named(fix) == named(open_fix)
+    assert Decision.from_json(decision(cordoned=cordoned).to_json()).cordoned == cordoned
+
+
 def test_a_snapshot_from_before_the_failure_plans_the_same_once_the_dir_is_marked():
     before = Proposer(Reads(cluster())).actions(decision(), "2026-11-22T04:00:00Z")
     after = Proposer(Reads(cluster(offline=((1, "/d2"),)))).actions(
