@@ -10,6 +10,9 @@ read from /proc around it. Then nothing is sent for a while: the idle job's own 
 between batches (Spark asking the bus for offsets every trigger). The idle job's cores
 at the default 10 s scrape follow from the two.
 
+With ``--keepalive S``, the idle job as the metrics collector's change-only publishing
+makes it on an idle cluster: one whole scrape per S seconds and nothing between.
+
 Figures are printed, never asserted. `python -m bench.stream_cost_bench [--batches N]`.
 """
 
@@ -33,23 +36,40 @@ SCRAPE_S = 10.0  # [collect] scrape_interval_seconds' default
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+def _cpu(pid: int) -> float:
+    """CPU seconds of ``pid`` so far, its reaped children's included (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(v) for v in fields[11:15]) / TICK  # utime stime cutime cstime
+
+
 def tree_cpu() -> dict[str, float]:
-    """CPU seconds so far of this process and everything under it, by kind."""
-    tree, todo, out = children_by_parent(), [os.getpid()], {}
-    while todo:
-        pid = todo.pop()
-        todo += tree.get(pid, [])
+    """CPU seconds so far of the job's processes, by kind: this process (``driver``), the
+    Spark driver JVM (``jvm``) and everything under it (``python-worker``). The sandbox's
+    brokers and ZooKeeper are this process's children too (`cluster.up`): their CPU is
+    kept apart as ``sandbox``, never counted as the job's (before 2026-11-29 it was, in
+    ``jvm``: the quiet job's ~0.1 core was mostly the idle sandbox)."""
+    tree = children_by_parent()
+    out = {"driver": _cpu(os.getpid()), "jvm": 0.0, "python-worker": 0.0, "sandbox": 0.0}
+    for child in tree.get(os.getpid(), []):
         try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            spark = b"SparkSubmit" in Path(f"/proc/{child}/cmdline").read_bytes()
         except OSError:
             continue
-        fields = stat.rsplit(")", 1)[1].split()
-        seconds = sum(int(v) for v in fields[11:15]) / TICK  # utime stime cutime cstime
-        kind = ("driver" if pid == os.getpid() else "jvm" if b"java" in cmd.split(b"\0")[0]
-                else "python-worker" if b"pyspark" in cmd else "other")
-        out[kind] = out.get(kind, 0.0) + seconds
+        todo = [child]
+        while todo:
+            pid = todo.pop()
+            todo += tree.get(pid, [])
+            kind = "sandbox" if not spark else "jvm" if pid == child else "python-worker"
+            out[kind] += _cpu(pid)
     return out
+
+
+def job_cpu(kinds: dict[str, float]) -> float:
+    """The job's share of `tree_cpu`'s figures."""
+    return sum(v for k, v in kinds.items() if k != "sandbox")
 
 
 def _minus(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
@@ -161,8 +181,8 @@ def measure(job: CostJob, config: Any, batches: int, quiet_s: float, warm: int =
     before, began = tree_cpu(), time.monotonic()
     time.sleep(quiet_s)
     quiet_kinds = _minus(tree_cpu(), before)
-    quiet = sum(quiet_kinds.values()) / (time.monotonic() - began)
-    totals = [sum(b.values()) for b in per_batch]
+    quiet = job_cpu(quiet_kinds) / (time.monotonic() - began)
+    totals = [job_cpu(b) for b in per_batch]
     kinds = {k: statistics.median(b.get(k, 0.0) for b in per_batch) for k in per_batch[0]}
     batch_cpu = statistics.median(totals)
     # One batch per scrape; between them the quiet job's own cost (2.5 s of every batch's
@@ -172,6 +192,32 @@ def measure(job: CostJob, config: Any, batches: int, quiet_s: float, warm: int =
             "batch_cpu_range": (min(totals), max(totals)), "kinds": kinds,
             "phases": {k: statistics.median(v) for k, v in phases.items()},
             "quiet_cores": quiet, "quiet_kinds": quiet_kinds, "cores": cores}
+
+
+def measure_keepalive(job: CostJob, config: Any, keepalive: float, windows: int
+                      ) -> dict[str, Any]:
+    """The idle job as change-only publishing makes it (streams/collect/changes.py): per
+    keepalive window, one whole scrape and then nothing (an idle cluster's gauges do not
+    change; its sizes go only with the whole scrape). CPU of the job over each window."""
+    from core.bus import producer
+
+    send = producer(config, **{"linger.ms": 0})
+    topic = config.topic("broker-metrics")
+    cluster_id = f"keep-{uuid.uuid4().hex[:6]}"
+    cores: list[float] = []
+    sandbox: list[float] = []
+    for k in range(windows):
+        print(f"    keepalive window {k + 1} of {windows} ({keepalive:g} s)", flush=True)
+        before, began = tree_cpu(), time.monotonic()
+        for record in scrape(cluster_id):
+            send.produce(topic, record, cluster_id.encode())
+        send.flush(10)
+        time.sleep(keepalive)
+        spent, seconds = _minus(tree_cpu(), before), time.monotonic() - began
+        cores.append(job_cpu(spent) / seconds)
+        sandbox.append(spent["sandbox"] / seconds)
+    return {"cores": statistics.median(cores), "range": (min(cores), max(cores)),
+            "sandbox": statistics.median(sandbox)}
 
 
 def report(label: str, m: dict[str, Any]) -> None:
@@ -201,6 +247,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes-only", action="store_true",
                         help="then, in the same job, idle batches of partition sizes only: "
                              "what a batch costs when no record reaches Python")
+    parser.add_argument("--keepalive", type=float, action="append", default=[],
+                        help="then, in the same job, windows of this many seconds with one "
+                             "whole scrape each: the idle job under change-only publishing "
+                             "([collect] metrics_keepalive_seconds), or at every scrape with "
+                             "the scrape interval (10: what it was); repeatable")
+    parser.add_argument("--windows", type=int, default=3, help="keepalive windows measured")
     args = parser.parse_args(argv)
     conf = dict(c.split("=", 1) for c in args.conf)
     print(f"stream cost: the job's fixed cost on a 3-broker sandbox, load {os.getloadavg()}"
@@ -220,6 +272,12 @@ def main(argv: list[str] | None = None) -> None:
                 if args.sizes_only:
                     report("sizes only", measure(job, config, args.batches, args.quiet,
                                                  warm=1, gauges=False))
+                for keepalive in args.keepalive:
+                    k = measure_keepalive(job, config, keepalive, args.windows)
+                    low, high = k["range"]
+                    print(f"  a whole scrape every {keepalive:g} s and nothing between: idle "
+                          f"job {k['cores']:.3f} cores (range {low:.3f}-{high:.3f}; target "
+                          f"0.05); the sandbox's brokers and ZooKeeper {k['sandbox']:.3f}")
             finally:
                 job.stop()
         finally:

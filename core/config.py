@@ -107,6 +107,13 @@ class CollectConfig:
 
     scrape_interval_seconds: float = _field(10.0, positive,
                                             doc="How often the JMX exporters are scraped.")
+    metrics_keepalive_seconds: float = _field(
+        60.0, lambda v: None if 0 <= v <= 60 else "must be 0 to 60",
+        doc="While no dir reads offline and every exporter answers, an exporter's samples "
+            "go on the bus whole this often, and in between only a gauge whose value "
+            "changed (a dir going offline goes at once): an idle job runs no batch per "
+            "scrape. Otherwise every scrape goes whole. 0: every scrape whole. At most 60: "
+            "the job's stalled alert expects a batch every 2 minutes.")
     snapshot_interval_seconds: float = _field(
         60.0, positive, doc="How often a full cluster snapshot (Metadata, DescribeLogDirs, "
                             "consumer groups) is taken; events trigger more.")

@@ -20,6 +20,7 @@ from core.security import HttpAuth, exporter_settings
 from schemas.records import METRICS, BrokerMetric
 from schemas.registry import dumps
 from streams.collect.backoff import Backoff
+from streams.collect.changes import ChangeOnly, anything_wrong
 from streams.collect.exporter import (
     ExporterFormatError,
     Scrape,
@@ -97,6 +98,7 @@ class MetricsCollector:
         self.known, self.known_racks = known_exporters(self.config)
         self.discovery = _Discovery(run.backoff(), self.config.cluster.cluster_id)
         self.schedules: dict[int, _Schedule] = {}
+        self.changes = ChangeOnly(self.config.collect.metrics_keepalive_seconds)
         if self.config.cluster.bootstrap_servers is None and self.discovery.cluster_id is None:
             raise CollectError(
                 "no cluster to name the samples after: set [cluster] cluster_id, or "
@@ -159,6 +161,7 @@ class MetricsCollector:
         self.schedules = {
             t.broker: kept.get(t) or _Schedule(t, self.run.backoff()) for t in targets
         }
+        self.changes.keep_only(set(self.schedules))
         listing = ", ".join(f"broker {t.broker} {t.url}" for t in targets) or "none"
         self.run.log(f"scraping every {self.interval:g} s: {listing}")
 
@@ -216,16 +219,26 @@ class MetricsCollector:
         now = time.monotonic()
         due = [s for s in self.schedules.values() if everything or s.due <= now]
         outcomes = list(pool.map(lambda s: self.scrape(s.target, cluster_id), due))
+        whole = self._anything_wrong(due, outcomes)
         for schedule, outcome in zip(due, outcomes, strict=True):
-            self._handle(schedule, outcome, sink, cluster_id)
+            self._handle(schedule, outcome, sink, cluster_id, whole)
         sink.poll(0)
         return outcomes
 
+    def _anything_wrong(self, due: list[_Schedule], outcomes: list[Outcome]) -> bool:
+        """A dir reads offline on any broker, or an exporter does not answer: every scrape
+        then goes whole (streams/collect/changes.py says why)."""
+        scraping = {s.target.broker for s in due}
+        return (any(o.scrape is None or anything_wrong(o.scrape.records) for o in outcomes)
+                or any(s.failures for b, s in self.schedules.items() if b not in scraping)
+                or bool(self.changes.offline_brokers() - scraping))
+
     def _handle(self, schedule: _Schedule, outcome: Outcome, sink: RecordSink,
-                cluster_id: str) -> None:
+                cluster_id: str, whole: bool = True) -> None:
         telemetry, target = self.run.telemetry, schedule.target
         telemetry.target(target.url, outcome.scrape is not None)
         if outcome.scrape is None:
+            self.changes.forget(target.broker)
             telemetry.failed(outcome.reason, outcome.seconds)
             delay = schedule.backoff.failure()
             schedule.failures += 1
@@ -237,7 +250,9 @@ class MetricsCollector:
         for line in outcome.scrape.rejected:
             telemetry.error("rejected_sample")
             self.run.log(f"WARNING broker {target.broker}: sample not kept: {line}")
-        self._produce(outcome.scrape.records, sink, cluster_id, target.broker)
+        records = self.changes.select(target.broker, outcome.scrape.records,
+                                      time.monotonic(), whole)
+        self._produce(records, sink, cluster_id, target.broker)
         telemetry.succeeded(outcome.seconds)
         if schedule.failures:
             self.run.log(f"exporter {target.url} (broker {target.broker}) answers again "

@@ -111,6 +111,32 @@ def test_a_dead_exporter_is_reported_and_backed_off_while_the_others_are_scraped
     assert 9 not in brokers_of(reader.messages)
 
 
+def test_between_keepalives_only_changed_gauges_go_and_sizes_only_with_whole_scrapes(
+        sandbox):
+    env = {"SELFHEAL_COLLECT_METRICS_KEEPALIVE_SECONDS": "4"}
+    with TopicReader(sandbox, TOPIC) as reader, \
+            Collector(sandbox, ["metrics", "--interval", "1"], env) as collector:
+        scrapes = collector.wait_for_metric("selfheal_collect_scrapes_total",
+                                            lambda v: v >= 30, timeout=120,
+                                            collector="metrics", result="ok")
+        assert collector.stop() == 0, collector.text()
+    rounds: dict[tuple[int, str], list[BrokerMetric]] = {}  # (broker, scrape time)
+    for _, record in _records(reader.messages):
+        rounds.setdefault((record.broker, record.event_time), []).append(record)
+    last: dict[tuple[int, str, tuple], float] = {}
+    whole = 0
+    for (broker, _), records in sorted(rounds.items(), key=lambda kv: kv[0][1]):
+        if any(r.metric == "kafka_log_size" for r in records):
+            whole += 1
+        else:  # between keepalives: gauges whose value changed, nothing else
+            for r in records:
+                previous = last.get((broker, r.metric, tuple(sorted(r.labels.items()))))
+                assert previous is not None and previous != r.value, r
+        for r in records:
+            last[(broker, r.metric, tuple(sorted(r.labels.items())))] = r.value
+    assert 3 <= whole < scrapes  # the first round whole for each broker, then fewer
+
+
 def test_once_scrapes_every_exporter_and_exits_0(sandbox):
     with TopicReader(sandbox, TOPIC) as reader, \
             Collector(sandbox, ["metrics", "--once"]) as collector:

@@ -1,0 +1,84 @@
+"""Which of a scrape's samples go on the bus: change-only with a keepalive (pure).
+
+Every record that reaches the detection job costs it a micro-batch (~1.5-2 CPU s however
+few rows, docs/streaming.md), so an idle cluster scraped every 10 s kept the job busy
+with batches that said nothing new. While nothing is wrong, an exporter's samples go
+whole once per keepalive and, in between, only a gauge whose value changed: a dir going
+offline (0 -> 1) still goes at once. The partition sizes, which detection does not read
+and which change with every write, go only with the whole scrape.
+
+While anything is wrong (a dir or the offline count reads non-zero on any broker, or an
+exporter does not answer) every scrape goes whole, as it always did: the detector's
+clock is the event time of what arrives, and its waits (the broker return and death
+graces, the fresh-snapshot wait) must keep moving while it has something to decide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from schemas.records import BrokerMetric
+
+SIZES = "kafka_log_size"
+# The two gauges that say a dir is offline (streams/signals.py reads them).
+OFFLINE_GAUGES = frozenset({"kafka_log_log_directory_offline",
+                            "kafka_log_offline_log_directory_count"})
+
+SampleKey = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def sample_key(record: BrokerMetric) -> SampleKey:
+    return record.metric, tuple(sorted(record.labels.items()))
+
+
+@dataclass
+class _Sent:
+    whole_at: float  # time.monotonic() of the last whole send
+    values: dict[SampleKey, float] = field(default_factory=dict)  # the gauges last sent
+
+
+class ChangeOnly:
+    """Remembers what each broker's exporter last sent; `select` says what to send now.
+
+    ``keepalive`` 0 sends every scrape whole (the behaviour before)."""
+
+    def __init__(self, keepalive: float) -> None:
+        self.keepalive = keepalive
+        self._sent: dict[int, _Sent] = {}
+
+    def forget(self, broker: int) -> None:
+        """The exporter did not answer: its next answer goes whole."""
+        self._sent.pop(broker, None)
+
+    def keep_only(self, brokers: set[int]) -> None:
+        """Forget the brokers no longer scraped."""
+        for broker in set(self._sent) - brokers:
+            del self._sent[broker]
+
+    def offline_brokers(self) -> set[int]:
+        """Brokers whose last sent gauges say a dir is offline."""
+        return {b for b, sent in self._sent.items()
+                if any(v > 0 for (metric, _), v in sent.values.items()
+                       if metric in OFFLINE_GAUGES)}
+
+    def select(self, broker: int, records: list[BrokerMetric], now: float,
+               whole: bool = False) -> list[BrokerMetric]:
+        """The records of ``broker``'s scrape to send at ``now`` (monotonic seconds), in
+        their order; ``whole``: all of them (something is wrong somewhere)."""
+        sent = self._sent.get(broker)
+        whole = (whole or sent is None or self.keepalive <= 0
+                 or now - sent.whole_at >= self.keepalive)
+        gauges = {sample_key(r): r.value for r in records if r.metric != SIZES}
+        if whole:
+            self._sent[broker] = _Sent(now, gauges)
+            return list(records)
+        assert sent is not None
+        out = [r for r in records if r.metric != SIZES
+               and sent.values.get(sample_key(r)) != r.value]
+        sent.values = gauges  # a gauge the exporter no longer shows is forgotten
+        return out
+
+
+def anything_wrong(records: list[BrokerMetric]) -> bool:
+    """A dir or the offline-dir count reads non-zero in ``records``."""
+    return any(r.metric in OFFLINE_GAUGES and r.value > 0 for r in records)
