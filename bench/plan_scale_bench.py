@@ -114,9 +114,12 @@ if planner == "offline":
     step("broker sums", lambda: model.broker_totals)
 elif planner == "disks":
     step("dir index", lambda: model.replicas_by_dir)
-plan = step("plan", {"offline": offline.plan_offline, "disks": disks.plan_disks,
-                     "leaders": leaders.plan_leaders}[planner], model)
-step("json", lambda: json.dumps(plan.to_json()))
+if planner == "leaders":  # as the CLI: the JSON text, written by the core where built
+    step("plan+json", leaders.plan_json, model)
+else:
+    plan = step("plan", {"offline": offline.plan_offline, "disks": disks.plan_disks}[planner],
+                model)
+    step("json", lambda: json.dumps(plan.to_json()))
 print(", ".join(out))
 """
 
@@ -131,15 +134,15 @@ def phases(planner: str, path: Path, native: str = "1") -> str:
     return done.stdout.strip() if done.returncode == 0 else f"failed: {done.stderr[-200:]}"
 
 
-def run(folder: Path, repeats: int = REPEATS) -> bool:
-    """Measure every planner on every size; True when all meet their targets."""
+def run(folder: Path, repeats: int = REPEATS, planners: tuple[str, ...] = PLANNERS) -> bool:
+    """Measure `planners` on every size; True when all meet their targets."""
     rows: list[tuple[str, str, str, float, float, float, int, bool]] = []
     print(f"load average (1, 5, 15 min) before: {load_average()}", flush=True)
     big: Path | None = None
     for label, size, limit_s, limit_rss in SIZES:
         path = snapshot(folder, label, size)
         big = big or path
-        for planner, mode in ((p, m) for p in PLANNERS for m in MODES):
+        for planner, mode in ((p, m) for p in planners for m in MODES):
             command = [*CLI, "plan", planner, "--snapshot", str(path)]
             runs = [measure(command, MODES[mode]) for _ in range(repeats)]
             walls = sorted(w for w, _, _, _ in runs)
@@ -170,7 +173,7 @@ def run(folder: Path, repeats: int = REPEATS) -> bool:
             f"  {'met' if ok else 'MISSED'}"
         )
     print("targets: 2.8M under 1 s and 1 GiB, 300k under 0.2 s (median)")
-    same = all(same_plans(planner, path) for planner in PLANNERS
+    same = all(same_plans(planner, path) for planner in planners
                for path in sorted(folder.glob("snapshot-*.json")))
     print(f"plans native vs python: {'byte-identical' if same else 'DIFFERENT'}")
     print(f"load average (1, 5, 15 min) after: {load_average()}")
@@ -180,7 +183,7 @@ def run(folder: Path, repeats: int = REPEATS) -> bool:
     print(f"start-up (plan offline --help): CPU {startup:.2f} s")
     if big is not None:
         print(f"CPU seconds per phase, {SIZES[0][0]}, one run each:")
-        for planner, mode in ((p, m) for p in PLANNERS for m in MODES):
+        for planner, mode in ((p, m) for p in planners for m in MODES):
             print(f"  {planner:<8} {mode:<7} {phases(planner, big, MODES[mode])}", flush=True)
     return same and all(ok for *_, ok in rows)
 
@@ -197,10 +200,10 @@ def same_plans(planner: str, path: Path) -> bool:
     return out[0] == out[1]
 
 
-def main(repeats: int = REPEATS) -> None:
+def main(repeats: int = REPEATS, planners: tuple[str, ...] = PLANNERS) -> None:
     work = Path(tempfile.mkdtemp(prefix="selfheal-scale-bench-"))
     try:
-        run(work, repeats)
+        run(work, repeats, planners)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -216,9 +219,16 @@ if __name__ == "__main__":
         help="keep the generated snapshots here (made if missing, reused when there); "
         "default: a temporary directory, removed afterwards",
     )  # fmt: skip
-    keep = parser.parse_args().dir
-    if keep is not None:
-        keep.mkdir(parents=True, exist_ok=True)
-        run(keep)
+    parser.add_argument(
+        "--planners", default=",".join(PLANNERS),
+        help="comma-separated, of offline,disks,leaders (default: all three)",
+    )  # fmt: skip
+    args = parser.parse_args()
+    chosen = tuple(p for p in args.planners.split(",") if p)
+    if not chosen or set(chosen) - set(PLANNERS):
+        parser.error(f"--planners: want some of {','.join(PLANNERS)}, got {args.planners!r}")
+    if args.dir is not None:
+        args.dir.mkdir(parents=True, exist_ok=True)
+        run(args.dir, planners=chosen)
     else:
-        main()
+        main(planners=chosen)

@@ -23,6 +23,7 @@ partitions whose leader changes.
 from __future__ import annotations
 
 import heapq
+import json
 from collections import Counter
 from collections.abc import Callable, Iterable
 
@@ -132,7 +133,26 @@ def _candidates(model: ClusterModel) -> list[tuple[int, ...]]:
 
 def plan_leaders(model: ClusterModel) -> LeaderPlan:
     """Replica-list reorders and the preferred-election list that balance leadership."""
+    return _plan(model, _native_targets(model))
+
+
+def plan_json(model: ClusterModel) -> str:
+    """`plan_leaders(model)`'s JSON text, as `json.dumps(plan.to_json(),
+    check_circular=False)` writes it. Over columns with the core built, the core writes
+    it straight from the columns and its targets (no record, dict or plan object);
+    where it refuses (a topic name json.dumps would escape), Python writes that plan."""
     targets = _native_targets(model)
+    parts = model.partitions
+    write = native.function("leader_plan_json")
+    if targets is not None and write is not None and isinstance(parts, PartitionColumns):
+        text: str | None = write(parts.columns, targets)
+        if text is not None:
+            return text
+    return json.dumps(_plan(model, targets).to_json(), check_circular=False)
+
+
+def _plan(model: ClusterModel, targets: Iterable[tuple[int, int]] | None) -> LeaderPlan:
+    """The plan from the core's targets, or planned here when None."""
     if targets is None:
         state = Leadership(model)
         for i in state.orphans:

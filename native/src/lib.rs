@@ -14,6 +14,7 @@ mod disks;
 mod flow;
 mod leader_chains;
 mod leader_direct;
+mod leader_json;
 mod leader_read;
 mod leaders;
 mod model;
@@ -27,6 +28,7 @@ fn selfheal_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(flow::sticky_flow, m)?)?;
     m.add_function(wrap_pyfunction!(leaders::leader_targets, m)?)?;
     m.add_function(wrap_pyfunction!(leader_read::leader_targets_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(leader_json::leader_plan_json, m)?)?;
     m.add_function(wrap_pyfunction!(columns::read_columns, m)?)?;
     m.add_class::<columns::Columns>()?;
     m.add_function(wrap_pyfunction!(model::dir_index, m)?)?;

@@ -165,11 +165,14 @@ def _snapshot(args: argparse.Namespace, columns: bool = False) -> Iterator[Clust
             gc.enable()
 
 
-def _emit(plan_json: dict[str, Any], explanation: str | None, command: str) -> int:
+def _emit(plan_json: dict[str, Any] | str, explanation: str | None, command: str) -> int:
     # dumps (not dump): one call into the C encoder instead of Python-level chunks. A
     # plan is a tree the planner just built, so the encoder's cycle check (a dict insert
     # and delete per object: 40% of the encoding at 2.8M replicas) cannot find anything.
-    sys.stdout.write(json.dumps(plan_json, check_circular=False) + "\n")
+    # A str is the plan's JSON already written (`leaders.plan_json`), the same bytes.
+    if not isinstance(plan_json, str):
+        plan_json = json.dumps(plan_json, check_circular=False)
+    sys.stdout.write(plan_json + "\n")
     sys.stdout.flush()
     if explanation is not None:
         print(explanation, file=sys.stderr)
@@ -242,9 +245,10 @@ def _leaders(args: argparse.Namespace) -> int:
     from core.plan import leaders
 
     with _snapshot(args, columns=True) as model:  # the plan reads columns where it can
+        if not args.explain:  # the JSON text, written by the core where it is built
+            return _emit(leaders.plan_json(model), None, "leaders")
         plan = leaders.plan_leaders(model)
-        text = leaders.explain(model, plan) if args.explain else None
-        return _emit(plan.to_json(), text, "leaders")
+        return _emit(plan.to_json(), leaders.explain(model, plan), "leaders")
 
 
 def _consumers(args: argparse.Namespace) -> int:

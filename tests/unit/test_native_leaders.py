@@ -1,5 +1,6 @@
 """`plan leaders` through the compiled core (native/src/leaders.rs) gives the bytes of
-the Python reference: plan JSON and `--explain` text, on random clusters shaped to need
+the Python reference: plan JSON (the plan's and the one the core writes itself,
+native/src/leader_json.rs) and `--explain` text, on random clusters shaped to need
 every step (orphans, the three direct passes, chains, rack chains, undoing detours)."""
 
 from __future__ import annotations
@@ -15,15 +16,37 @@ from hypothesis import strategies as st
 
 from core.model import ClusterModel
 from core.plan import leaders
+from schemas import native
+from schemas.snapshot import parse_snapshot
+from schemas.snapshot_columns import PartitionColumns
 from tests.unit.plan_snapshots import broker, doc, model, partition, random_cluster
 from tests.unit.test_native import both_paths, decoded
 from tests.unit.test_native_columns import columns_model
 
 
 def leader_plan(document: dict[str, Any], load: Any = decoded) -> str:
+    """The plan's JSON as the CLI writes it (`plan_json`: by the core over columns),
+    then as the plan object gives it, then `--explain`'s text."""
     m: ClusterModel = load(document)
     plan = leaders.plan_leaders(m)
-    return json.dumps(plan.to_json()) + leaders.explain(m, plan)
+    return "\n".join([leaders.plan_json(m), json.dumps(plan.to_json()), leaders.explain(m, plan)])
+
+
+def raw_columns_model(document: dict[str, Any]) -> ClusterModel:
+    """`columns_model`, strings written unescaped (UTF-8, DEL): the reader takes those."""
+    raw = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
+    snapshot = parse_snapshot(raw, columns=True)
+    if native.core() is not None:
+        assert isinstance(snapshot.partitions, PartitionColumns)
+    return ClusterModel(snapshot)
+
+
+def core_json(document: dict[str, Any], targets: Any = None) -> str | None:
+    """What the core's writer gives for `document` read into columns (None: refused)."""
+    m = raw_columns_model(document)
+    assert isinstance(m.partitions, PartitionColumns)
+    write = native.function("leader_plan_json")
+    return write(m.partitions.columns, leaders._native_targets(m) if targets is None else targets)
 
 
 def piled(seed: int, sparse_ids: bool) -> dict[str, Any]:
@@ -61,6 +84,7 @@ def test_the_core_plans_where_it_is_built(monkeypatch):
     if shutil.which("cargo"):
         for load in (decoded, columns_model):
             assert leaders._native_targets(load(piled(1, sparse_ids=False))) is not None
+        assert core_json(piled(1, sparse_ids=False)) is not None  # and writes the JSON
 
 
 @settings(max_examples=300, deadline=None)
@@ -101,3 +125,39 @@ def test_a_broker_id_past_64_bits_takes_the_reference(monkeypatch):
         fast, reference = both_paths(monkeypatch, lambda load=load: leader_plan(document, load))
         assert fast == reference
     assert leaders.plan_leaders(model(document)).election  # all six led by 0: some move
+
+
+@pytest.mark.parametrize("topic", ["t\u00e9", "t\x7f", "\u2603"])
+def test_a_topic_name_json_dumps_would_escape_is_written_by_python(monkeypatch, topic):
+    # Read raw (the reader takes UTF-8 and DEL unescaped); json.dumps writes them as
+    # \uXXXX, which the core does not: it refuses and Python writes the plan.
+    document = doc(
+        [broker(0, "a"), broker(1, "b")],
+        [partition(topic, i, [0, 1]) for i in range(4)] + [partition("plain", 0, [0, 1])],
+    )
+    monkeypatch.delenv("SELFHEAL_NATIVE", raising=False)
+    if native.core() is not None:
+        assert core_json(document) is None
+    fast, reference = both_paths(monkeypatch, lambda: leader_plan(document, raw_columns_model))
+    assert fast == reference
+    assert "\\u" in fast  # the escaped name is in the plan
+
+
+def test_plain_topic_names_with_any_printable_byte_are_written_by_the_core(monkeypatch):
+    topic = "a b~!#$%&'()*+,-./:;<=>?@[]^_`{|}"  # everything json.dumps leaves as it is
+    document = doc(
+        [broker(0, "a"), broker(1, "b")], [partition(topic, i, [0, 1]) for i in range(4)]
+    )
+    monkeypatch.delenv("SELFHEAL_NATIVE", raising=False)
+    if native.core() is not None:
+        assert core_json(document) is not None
+    fast, reference = both_paths(monkeypatch, lambda: leader_plan(document, columns_model))
+    assert fast == reference
+
+
+def test_the_writer_refuses_a_target_naming_no_partition(monkeypatch):
+    document = doc([broker(0, "a"), broker(1, "b")], [partition("t", 0, [0, 1])])
+    monkeypatch.delenv("SELFHEAL_NATIVE", raising=False)
+    if native.core() is not None:
+        assert core_json(document, [(1, 1)]) is None
+        assert core_json(document, [(0, 1)]) is not None
