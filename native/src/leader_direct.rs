@@ -1,9 +1,10 @@
 //! `core/plan/leaders.py`'s direct hand-offs: `_direct_pass` and `_give`.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 use crate::leaders::{State, NONE};
+use crate::scan::FnvMap;
 
 /// Brokers by falling count, ties by rank (Python's stable sort on `-count`).
 pub fn by_falling_count(state: &State) -> Vec<u32> {
@@ -46,25 +47,24 @@ type GroupKey = (u32, i64, u64);
 
 /// `leaders._give`, step for step.
 fn give(state: &mut State, a: u32, mut top: i64, low: i64, limit: &dyn Fn(i64) -> i64) {
-    let mut others: HashMap<u32, Vec<u32>> = HashMap::new();
-    let mut solo: HashMap<GroupKey, Vec<u32>> = HashMap::new();
+    // Keyed by partitions and small tuples: a cheap hash (no iteration order is used).
+    let mut others: FnvMap<u32, Vec<u32>> = FnvMap::default();
+    let mut solo: FnvMap<GroupKey, Vec<u32>> = FnvMap::default();
     let mut offers: Vec<Entry> = Vec::new();
     for i in state.led.iter(a as usize) {
         let count = &state.count;
-        let light: Vec<u32> = state
-            .cands(i)
-            .iter()
-            .copied()
-            .filter(|&b| b != a && count[b as usize] <= top)
-            .collect();
-        let Some(&first) = light.first() else {
+        let takes = |&b: &u32| b != a && count[b as usize] <= top;
+        // The candidates that may take it, listed only when there are two or more.
+        let mut fit = state.cands(i).iter().copied().filter(takes);
+        let Some(first) = fit.next() else {
             continue;
         };
-        if light.len() == 1 {
+        if fit.next().is_none() {
             let key = (first, count[first as usize], state.density(first).to_bits());
             solo.entry(key).or_default().push(i);
             continue;
         }
+        let light: Vec<u32> = state.cands(i).iter().copied().filter(takes).collect();
         let (mut b, mut cb) = (first, count[first as usize]);
         for &x in &light {
             let cx = count[x as usize];
@@ -82,7 +82,7 @@ fn give(state: &mut State, a: u32, mut top: i64, low: i64, limit: &dyn Fn(i64) -
     let mut heap = BinaryHeap::from(offers);
 
     fn join(
-        solo: &mut HashMap<GroupKey, Vec<u32>>,
+        solo: &mut FnvMap<GroupKey, Vec<u32>>,
         heap: &mut BinaryHeap<Entry>,
         key: GroupKey,
         mut parts: Vec<u32>,
