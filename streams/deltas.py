@@ -49,3 +49,7 @@ def see_delta(run: _Step, seen: DeltaSeen) -> None:
                 run.offline(broker, log_dir, seen.time, SNAPSHOT)
             elif episode is not None and seen.time > episode.evidence:
                 run.end(episode)
+                # back from its failure, as a snapshot's online dir would say: held as
+                # returned, so the next snapshot cordons it (the snapshot finds no
+                # episode left to end and would not say so itself)
+                run.came_back(broker, log_dir, seen.time)

@@ -192,3 +192,17 @@ def test_an_uncordon_not_done_is_proposed_again_with_backoff_while_the_dir_stays
 def test_the_uncordon_wait_doubles_up_to_its_cap():
     s = DetectSettings(uncordon_retry_ms=1000, uncordon_retry_max_ms=5000)
     assert [s.uncordon_wait(n) for n in (1, 2, 3, 4, 50)] == [1000, 2000, 4000, 5000, 5000]
+
+
+def test_a_dir_a_delta_says_is_back_is_cordoned_by_the_next_snapshot():
+    # The collector's delta for the restarted broker reaches the job before the gauge
+    # and the full snapshot: it ends the episode, and the dir is still cordoned.
+    from tests.unit.test_stream_deltas import delta
+
+    run = Run(SETTINGS)
+    run.batch(seen(T0))
+    run.batch(Failure(T0 + 1000, "metric", 1, "/b1/d0"), seen(T0 + 1000, offline={(1, "/b1/d0")}))
+    assert run.batch(delta(T0 + 20_000)) == []
+    (cordon,) = run.batch(seen(T0 + 21_000))
+    assert (cordon.type, cordon.broker, cordon.log_dir) == (CORDON_DIR, 1, "/b1/d0")
+    assert run.batch(DirOnline(T0 + 22_000, 1, "/b1/d0"), seen(T0 + 23_000)) == []

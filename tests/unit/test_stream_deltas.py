@@ -36,6 +36,8 @@ def test_a_delta_saying_the_dir_is_back_ends_the_episode():
     run.batch(Failure(T0, LOGDIR_EVENT), delta(T0 + 300, offline={(1, "/b1/d1")}))
     run.batch(delta(T0 + 9000))
     assert run.state.episodes == {}
+    # back from its failure: held as returned, as a snapshot saying so would hold it
+    assert run.state.returned == {(1, "/b1/d1"): T0 + 9000}
 
 
 def test_a_stale_delta_is_ignored():
