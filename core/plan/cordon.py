@@ -77,7 +77,10 @@ def plan_cordons(model: ClusterModel, threshold: float = DEFAULT_THRESHOLD, *,
         dirs = model.dirs[broker]
         over = over_limit_dirs(model, broker, threshold)
         free = [p for p, d in dirs.items() if d.online and not d.cordoned]
-        for path, d in sorted(dirs.items()):
+        # A dir back from its failure first: it is empty, so its sibling reads past the
+        # skew limit; of the two only one may be cordoned, and it is the returned one.
+        for path, d in sorted(dirs.items(), key=lambda kv: ((broker, kv[0]) not in
+                                                            returned_set, kv[0])):
             key = (broker, path)
             if not d.online:
                 continue  # nothing is placed on a failed dir anyway

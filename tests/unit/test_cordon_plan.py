@@ -89,3 +89,13 @@ def test_the_disk_planner_never_moves_a_replica_into_a_cordoned_dir() -> None:
     # without the cordon the emptiest dir, /d2, takes the first move
     three["brokers"][0]["log_dirs"][1].pop("cordoned")
     assert "/d2" in {m.target for m in plan_disks(model(three), 1.10).moves}
+
+
+def test_of_two_dirs_the_returned_one_is_cordoned_not_its_full_sibling() -> None:
+    # /d2 came back empty, so /d1 reads past the skew limit; only one of the broker's
+    # two dirs may be cordoned, and it is the one back from its failure, whatever the
+    # paths' order.
+    for returned, full in (("/d2", (30, 0)), ("/d1", (0, 30))):
+        plan = plan_cordons(model(cluster(*full)), 1.10, returned=[(1, returned)])
+        assert keys(plan.cordon) == [(1, returned)], (returned, plan)
+        assert "back online" in plan.cordon[0].reason
