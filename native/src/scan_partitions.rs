@@ -101,10 +101,7 @@ pub fn partitions<'a>(s: &mut Scan<'a>) -> Option<Columns> {
                 }
                 _ => return None,
             };
-            if seen & bit != 0 {
-                return None;
-            }
-            seen |= bit;
+            once(&mut seen, bit)?;
             if !s.more(b'}')? {
                 break;
             }
@@ -192,10 +189,7 @@ fn replicas<'a>(s: &mut Scan<'a>, c: &mut Columns, dirs: &mut FnvMap<&'a [u8], u
                 }
                 _ => return None,
             };
-            if seen & bit != 0 {
-                return None;
-            }
-            seen |= bit;
+            once(&mut seen, bit)?;
             if !s.more(b'}')? {
                 break;
             }
@@ -208,5 +202,14 @@ fn replicas<'a>(s: &mut Scan<'a>, c: &mut Columns, dirs: &mut FnvMap<&'a [u8], u
         }
     }
     c.rep_start.push(c.broker.len() as u32);
+    Some(())
+}
+
+/// Marks an object's key seen; None (refused, as a key twice is) when it was already.
+fn once(seen: &mut u8, bit: u8) -> Option<()> {
+    if *seen & bit != 0 {
+        return None;
+    }
+    *seen |= bit;
     Some(())
 }

@@ -18,11 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from schemas.records import BrokerMetric
+from streams.signals import COUNT_GAUGE
+from streams.validate import OFFLINE_GAUGE
 
 SIZES = "kafka_log_size"
-# The two gauges that say a dir is offline (streams/signals.py reads them).
-OFFLINE_GAUGES = frozenset({"kafka_log_log_directory_offline",
-                            "kafka_log_offline_log_directory_count"})
+# The two gauges that say a dir is offline, as the job names them.
+OFFLINE_GAUGES = frozenset({OFFLINE_GAUGE, COUNT_GAUGE})
 
 SampleKey = tuple[str, tuple[tuple[str, str], ...]]
 
