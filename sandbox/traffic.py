@@ -27,15 +27,24 @@ def create_topic(state: SandboxState, topic: str, partitions: int, replication_f
     new = NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
                    config=config or {})
     admin.create_topics([new], request_timeout=30)[topic].result()
+    from confluent_kafka import KafkaException
+
     deadline = time.monotonic() + 30
+    last: object = None
     while time.monotonic() < deadline:  # wait until every partition has a leader
-        meta = admin.list_topics(topic, timeout=5).topics[topic]
+        try:  # a broker halting or restarting may leave one metadata request unanswered
+            meta = admin.list_topics(topic, timeout=5).topics[topic]
+        except KafkaException as exc:
+            last = exc
+            continue
         if meta.error is None and len(meta.partitions) == partitions and all(
             p.leader >= 0 for p in meta.partitions.values()
         ):
             return
+        last = meta.error or {p.id: p.leader for p in meta.partitions.values()}
         time.sleep(0.2)
-    raise SandboxError(f"topic {topic} has partitions without a leader after 30 s")
+    raise SandboxError(f"topic {topic} has partitions without a leader after 30 s "
+                       f"(last: {last})")
 
 
 def _producer(state: SandboxState) -> Any:
