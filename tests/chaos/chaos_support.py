@@ -89,7 +89,7 @@ class Scenario:
             read = "\n".join(reader.describe() for reader in self.readers.values())
             # and what the job proposed, with its reasons: the wrong action is a clue
             proposed = "\n".join(
-                f"{a.get('type')} {a.get('trigger')}: {a.get('reason')}"
+                f"{a.get('type')} {a.get('trigger')}: {a.get('reason')}{_moves(a)}"
                 for a in parsed(self.readers["actions"].messages))
             return (f"{tails}\n\n--- the test's readers:\n{read}\n\n"
                     f"--- proposed:\n{proposed or '(nothing)'}")
@@ -164,7 +164,13 @@ class Scenario:
         """No offline replica and every partition led, on the scenario's topic."""
         def healthy() -> bool:
             parts = traffic.partitions(self.state, self.topic)
-            return all(not p["offline_replicas"] and p["leader_id"] >= 0 for p in parts)
+            bad = [p for p in parts if p["offline_replicas"] or p["leader_id"] < 0]
+            if bad:  # quoted as the last reading when the wait fails: which, and how
+                raise LookupError("not healthy: " + "; ".join(
+                    f"partition {p['partition_index']} replicas {p['replica_nodes']} "
+                    f"isr {p['isr_nodes']} offline {p['offline_replicas']} "
+                    f"leader {p['leader_id']}" for p in bad))
+            return True
         self.wait(healthy, f"{self.topic} healthy", 120, alive=False)
 
     def assert_no_throttle_left(self) -> None:
@@ -361,6 +367,13 @@ def _traffic(state: SandboxState, the_loop: loop.Loop, name: str, topic: str,
         consumer.stop()
         for reader in readers.values():
             reader.stop()
+
+
+def _moves(action: dict[str, Any]) -> str:
+    """The partitions a proposed reassignment names, with their target replicas."""
+    moves = (action.get("plan") or {}).get("reassignment", {}).get("partitions", [])
+    return "".join(f"\n    {m.get('topic')}-{m.get('partition')} -> {m.get('replicas')}"
+                   for m in moves)
 
 
 def some_dir(state: SandboxState, broker: int, topic: str) -> str:
