@@ -15,6 +15,7 @@ until the dir is fixed or removed from log.dirs), nor brokers that are down.
 
 from __future__ import annotations
 
+import json
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from core.plan.formats import (
 from schemas import native
 from schemas.plans import ANY_DIR, PartitionAssignment
 from schemas.snapshot import DirReplicas
+from schemas.snapshot_columns import PartitionColumns
 
 DEFAULT_THRESHOLD = 1.10
 # Limits are floats over byte counts; a dir within this share of its limit is at it, so
@@ -79,6 +81,40 @@ def mean_ratio(dirs: list[DirUsage]) -> float:
 
 def plan_disks(model: ClusterModel, threshold: float = DEFAULT_THRESHOLD) -> DiskPlan:
     """Intra-broker moves so that no dir is above `threshold` x its broker's mean ratio."""
+    skipped, todo = _survey(model, threshold)
+    found = _native(model, todo, threshold, text=False)
+    if not isinstance(found, list):
+        found = [(i, broker, source, target, size)
+                 for broker, dirs in todo.items()
+                 for i, source, target, size in _balance(model, broker, dirs, threshold)]
+    moves: list[DirMove] = []
+    targets: dict[int, dict[int, str]] = {}  # partition index -> broker -> new dir
+    for i, broker, source, target, size in found:
+        p = model.partitions[i]
+        moves.append(DirMove(p.topic, p.partition, broker, source, target, size))
+        targets.setdefault(i, {})[broker] = target
+    skipped += _unreachable(todo, threshold)
+    return DiskPlan(_reassignment(model, targets), tuple(skipped), tuple(moves))
+
+
+def plan_json(model: ClusterModel, threshold: float = DEFAULT_THRESHOLD) -> str:
+    """`plan_disks(model, threshold)`'s JSON text, as `json.dumps(plan.to_json(),
+    check_circular=False)` writes it. Over columns with the core built, the core plans
+    and writes the reassignment (no record, dict or plan object), Python the skipped
+    brokers; where it refuses (a topic or dir json.dumps would escape), Python writes
+    that plan."""
+    skipped, todo = _survey(model, threshold)
+    found = _native(model, todo, threshold, text=True)
+    if isinstance(found, str):
+        skipped += _unreachable(todo, threshold)
+        return f'{found}, "skipped": {json.dumps([s.to_json() for s in skipped])}}}'
+    return json.dumps(plan_disks(model, threshold).to_json(), check_circular=False)
+
+
+def _survey(
+    model: ClusterModel, threshold: float
+) -> tuple[list[SkippedBroker], dict[int, list[DirUsage]]]:
+    """The brokers skipped, and the dirs of each broker to balance."""
     if not threshold >= 1.0:
         raise PlanError(f"--threshold must be 1.0 or more (got {threshold})")
     skipped: list[SkippedBroker] = []
@@ -100,17 +136,16 @@ def plan_disks(model: ClusterModel, threshold: float = DEFAULT_THRESHOLD) -> Dis
         dirs = broker_usage(model, broker)
         if len(dirs) > 1 and _over(dirs, threshold):
             todo[broker] = dirs
+    return skipped, todo
 
-    moves: list[DirMove] = []
-    targets: dict[int, dict[int, str]] = {}  # partition index -> broker -> new dir
+
+def _unreachable(todo: dict[int, list[DirUsage]], threshold: float) -> list[SkippedBroker]:
+    """The balanced brokers still over the threshold after their moves."""
+    out: list[SkippedBroker] = []
     for broker, dirs in todo.items():
-        for i, source, target, size in _balance(model, broker, dirs, threshold):
-            p = model.partitions[i]
-            moves.append(DirMove(p.topic, p.partition, broker, source, target, size))
-            targets.setdefault(i, {})[broker] = target
         if _over(dirs, threshold):
             worst = max(dirs, key=lambda d: d.ratio)
-            skipped.append(
+            out.append(
                 SkippedBroker(
                     broker,
                     f"threshold not reachable: {worst.path} stays at "
@@ -118,7 +153,39 @@ def plan_disks(model: ClusterModel, threshold: float = DEFAULT_THRESHOLD) -> Dis
                     "in another dir's room (the moves that help are planned)",
                 )
             )
-    return DiskPlan(_reassignment(model, targets), tuple(skipped), tuple(moves))
+    return out
+
+
+def _native(
+    model: ClusterModel, todo: dict[int, list[DirUsage]], threshold: float, text: bool
+) -> str | list[tuple[int, int, str, str, int]] | None:
+    """Every broker's moves by the core over columns, the dirs' `used` updated: the
+    reassignment's JSON text (`text`, names plain) or the moves as `_balance` gives them
+    with the broker; None, nothing changed, where the core is absent or refuses."""
+    parts, plan = model.partitions, native.function("disk_moves")
+    if plan is None or not isinstance(parts, PartitionColumns):
+        return None
+    jobs = []
+    for broker, dirs in todo.items():
+        limit = _limits(model, broker, dirs, threshold)
+        order = sorted(range(len(dirs)), key=lambda k: limit[dirs[k].path] - dirs[k].used)
+        jobs.append((broker, [d.path for d in dirs], [d.used for d in dirs],
+                     [limit[d.path] for d in dirs], order))
+    try:
+        found = plan(parts.columns, jobs, TOLERANCE, text)
+    except OverflowError:  # a figure over 64 bits: the reference handles any int
+        found = None
+    if found is None:
+        return None
+    after, written, moves = found
+    for dirs, used in zip(todo.values(), after, strict=True):
+        for d, u in zip(dirs, used, strict=True):
+            d.used = u
+    if written is not None:
+        return str(written)
+    brokers = list(todo)
+    return [(i, brokers[j], todo[brokers[j]][s].path, todo[brokers[j]][t].path, size)
+            for i, j, s, t, size in moves]
 
 
 def skew(dirs: list[DirUsage]) -> float:
@@ -142,11 +209,7 @@ def _balance(
     model: ClusterModel, broker: int, dirs: list[DirUsage], threshold: float
 ) -> list[tuple[int, str, str, int]]:
     """Move replicas between the dirs of one broker; returns (partition, from, to, bytes)."""
-    mean = mean_ratio(dirs)
-    limit = {d.path: threshold * mean * d.capacity for d in dirs}
-    for d in dirs:  # Kafka refuses a move into a cordoned dir (KIP-1066): it has no room
-        if model.dirs[broker][d.path].cordoned:
-            limit[d.path] = min(limit[d.path], d.used)
+    limit = _limits(model, broker, dirs, threshold)
     moved: list[tuple[int, str, str, int]] = []
     for source in sorted(dirs, key=lambda d: limit[d.path] - d.used):
         if not over_limit(source.used, limit[source.path]):
@@ -154,6 +217,18 @@ def _balance(
         bucket = model.replicas_by_dir[(broker, source.path)]
         moved.extend(_drain(bucket, source, dirs, limit))
     return moved
+
+
+def _limits(
+    model: ClusterModel, broker: int, dirs: list[DirUsage], threshold: float
+) -> dict[str, float]:
+    """Each dir's most bytes: `threshold` x the broker's mean ratio x its capacity."""
+    mean = mean_ratio(dirs)
+    limit = {d.path: threshold * mean * d.capacity for d in dirs}
+    for d in dirs:  # Kafka refuses a move into a cordoned dir (KIP-1066): it has no room
+        if model.dirs[broker][d.path].cordoned:
+            limit[d.path] = min(limit[d.path], d.used)
+    return limit
 
 
 def _drain(

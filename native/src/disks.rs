@@ -35,20 +35,37 @@ pub fn drain_dir(
     if used.len() != limits.len() || source >= used.len() {
         return None;
     }
-    let over = |u: i64, limit: f64| int_gt_float(u, limit * (1.0 + tolerance));
     // Sorted by size, then place: the order of the reference's packed keys.
     let mut keys: Vec<(i64, usize)> = sizes.iter().copied().zip(0..).collect();
     if keys.iter().any(|&(s, _)| s < 0) {
         return None;
     }
     keys.sort_unstable();
+    let moved = drain(&mut keys, source, &mut used, &limits, tolerance)?;
+    Some((moved, used))
+}
+
+/// `disks._over` for one dir: its bytes above its limit, tolerance included.
+pub fn over(used: i64, limit: f64, tolerance: f64) -> bool {
+    int_gt_float(used, limit * (1.0 + tolerance))
+}
+
+/// The drain itself over `keys`, (size, id) sorted, non-negative sizes: the moves as
+/// (id, target dir index, bytes), `used` updated; None when a sum leaves 64 bits.
+pub fn drain<T: Copy>(
+    keys: &mut Vec<(i64, T)>,
+    source: usize,
+    used: &mut [i64],
+    limits: &[f64],
+    tolerance: f64,
+) -> Option<Vec<(T, usize, i64)>> {
     let mut moved = Vec::new();
     let limit = limits[source];
-    while over(used[source], limit) {
+    while over(used[source], limit, tolerance) {
         let excess = used[source] as f64 - limit;
         let mut target = source;
         let mut room = f64::NEG_INFINITY;
-        for (d, (&u, &l)) in used.iter().zip(&limits).enumerate() {
+        for (d, (&u, &l)) in used.iter().zip(limits).enumerate() {
             if d != source && l - u as f64 > room {
                 target = d;
                 room = l - u as f64;
@@ -76,6 +93,5 @@ pub fn drain_dir(
         used[target] = used[target].checked_add(size)?;
         moved.push((k, target, size));
     }
-    Some((moved, used))
+    Some(moved)
 }
-
