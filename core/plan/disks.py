@@ -79,22 +79,23 @@ def mean_ratio(dirs: list[DirUsage]) -> float:
     return sum(d.used for d in dirs) / sum(d.capacity for d in dirs)
 
 
+Moves = list[tuple[int, int, str, str, int]]  # (partition index, broker, from, to, bytes)
+
+
 def plan_disks(model: ClusterModel, threshold: float = DEFAULT_THRESHOLD) -> DiskPlan:
     """Intra-broker moves so that no dir is above `threshold` x its broker's mean ratio."""
-    skipped, todo = _survey(model, threshold)
-    found = _native(model, todo, threshold, text=False)
-    if not isinstance(found, list):
-        found = [(i, broker, source, target, size)
-                 for broker, dirs in todo.items()
-                 for i, source, target, size in _balance(model, broker, dirs, threshold)]
+    skipped = _skipped(model, threshold)
+    found = _native(model, threshold, text=False)
+    late, planned = _reference(model, threshold) if found is None else found
+    if isinstance(planned, str):  # text is written only when asked for
+        raise AssertionError("the core wrote text unasked")
     moves: list[DirMove] = []
     targets: dict[int, dict[int, str]] = {}  # partition index -> broker -> new dir
-    for i, broker, source, target, size in found:
+    for i, broker, source, target, size in planned:
         p = model.partitions[i]
         moves.append(DirMove(p.topic, p.partition, broker, source, target, size))
         targets.setdefault(i, {})[broker] = target
-    skipped += _unreachable(todo, threshold)
-    return DiskPlan(_reassignment(model, targets), tuple(skipped), tuple(moves))
+    return DiskPlan(_reassignment(model, targets), tuple(skipped + late), tuple(moves))
 
 
 def plan_json(model: ClusterModel, threshold: float = DEFAULT_THRESHOLD) -> str:
@@ -103,27 +104,23 @@ def plan_json(model: ClusterModel, threshold: float = DEFAULT_THRESHOLD) -> str:
     and writes the reassignment (no record, dict or plan object), Python the skipped
     brokers; where it refuses (a topic or dir json.dumps would escape), Python writes
     that plan."""
-    skipped, todo = _survey(model, threshold)
-    found = _native(model, todo, threshold, text=True)
-    if isinstance(found, str):
-        skipped += _unreachable(todo, threshold)
-        return f'{found}, "skipped": {json.dumps([s.to_json() for s in skipped])}}}'
+    skipped = _skipped(model, threshold)
+    found = _native(model, threshold, text=True)
+    if found is not None and isinstance(found[1], str):
+        late, text = found
+        return f'{text}, "skipped": {json.dumps([s.to_json() for s in skipped + late])}}}'
     return json.dumps(plan_disks(model, threshold).to_json(), check_circular=False)
 
 
-def _survey(
-    model: ClusterModel, threshold: float
-) -> tuple[list[SkippedBroker], dict[int, list[DirUsage]]]:
-    """The brokers skipped, and the dirs of each broker to balance."""
+def _skipped(model: ClusterModel, threshold: float) -> list[SkippedBroker]:
+    """The brokers nothing can move on, and why."""
     if not threshold >= 1.0:
         raise PlanError(f"--threshold must be 1.0 or more (got {threshold})")
     skipped: list[SkippedBroker] = []
-    todo: dict[int, list[DirUsage]] = {}
     for broker in sorted(model.brokers):
         if broker not in model.alive:
             skipped.append(SkippedBroker(broker, "broker is down; nothing can move on it"))
-            continue
-        if broker in model.brokers_with_offline_dir:
+        elif broker in model.brokers_with_offline_dir:
             bad = sorted(p for b, p in model.offline_dirs if b == broker)
             skipped.append(
                 SkippedBroker(
@@ -132,11 +129,26 @@ def _survey(
                     "moves are refused until it is fixed or removed from log.dirs",
                 )
             )
-            continue
+    return skipped
+
+
+def _movable(model: ClusterModel) -> list[int]:
+    """The brokers `_skipped` leaves, in order."""
+    return [b for b in sorted(model.brokers)
+            if b in model.alive and b not in model.brokers_with_offline_dir]
+
+
+def _reference(model: ClusterModel, threshold: float) -> tuple[list[SkippedBroker], Moves]:
+    """The brokers left over the threshold, and the moves, planned in Python."""
+    todo: dict[int, list[DirUsage]] = {}
+    for broker in _movable(model):
         dirs = broker_usage(model, broker)
         if len(dirs) > 1 and _over(dirs, threshold):
             todo[broker] = dirs
-    return skipped, todo
+    moves = [(i, broker, source, target, size)
+             for broker, dirs in todo.items()
+             for i, source, target, size in _balance(model, broker, dirs, threshold)]
+    return _unreachable(todo, threshold), moves
 
 
 def _unreachable(todo: dict[int, list[DirUsage]], threshold: float) -> list[SkippedBroker]:
@@ -157,35 +169,36 @@ def _unreachable(todo: dict[int, list[DirUsage]], threshold: float) -> list[Skip
 
 
 def _native(
-    model: ClusterModel, todo: dict[int, list[DirUsage]], threshold: float, text: bool
-) -> str | list[tuple[int, int, str, str, int]] | None:
-    """Every broker's moves by the core over columns, the dirs' `used` updated: the
-    reassignment's JSON text (`text`, names plain) or the moves as `_balance` gives them
-    with the broker; None, nothing changed, where the core is absent or refuses."""
-    parts, plan = model.partitions, native.function("disk_moves")
+    model: ClusterModel, threshold: float, text: bool
+) -> tuple[list[SkippedBroker], str | Moves] | None:
+    """`_reference`'s answer by the core over columns, with the reassignment's JSON text
+    in place of the moves where `text` is asked and the names are plain; None where the
+    core is absent or refuses."""
+    parts, plan = model.partitions, native.function("disk_plan")
     if plan is None or not isinstance(parts, PartitionColumns):
         return None
-    jobs = []
-    for broker, dirs in todo.items():
-        limit = _limits(model, broker, dirs, threshold)
-        order = sorted(range(len(dirs)), key=lambda k: limit[dirs[k].path] - dirs[k].used)
-        jobs.append((broker, [d.path for d in dirs], [d.used for d in dirs],
-                     [limit[d.path] for d in dirs], order))
+    brokers = _movable(model)
+    dirs = [[d for d in model.dirs[b].values() if d.online] for b in brokers]
+    listed = [(b, [(d.path, d.total_bytes, d.cordoned) for d in mine])
+              for b, mine in zip(brokers, dirs, strict=True)]
     try:
-        found = plan(parts.columns, jobs, TOLERANCE, text)
+        found = plan(parts.columns, listed, threshold, TOLERANCE, text)
     except OverflowError:  # a figure over 64 bits: the reference handles any int
-        found = None
+        return None
     if found is None:
         return None
-    after, written, moves = found
-    for dirs, used in zip(todo.values(), after, strict=True):
-        for d, u in zip(dirs, used, strict=True):
-            d.used = u
+    over, written, moves = found
+    still = {
+        brokers[k]: broker_usage(
+            model, brokers[k], {(brokers[k], d.path): u for d, u in zip(dirs[k], used, strict=True)}
+        )
+        for k, used in over
+    }
+    late = _unreachable(still, threshold)
     if written is not None:
-        return str(written)
-    brokers = list(todo)
-    return [(i, brokers[j], todo[brokers[j]][s].path, todo[brokers[j]][t].path, size)
-            for i, j, s, t, size in moves]
+        return late, str(written)
+    return late, [(i, brokers[k], dirs[k][s].path, dirs[k][t].path, size)
+                  for i, k, s, t, size in moves]
 
 
 def skew(dirs: list[DirUsage]) -> float:

@@ -26,7 +26,7 @@ mod scan_partitions;
 fn selfheal_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(checks::references_hold, m)?)?;
     m.add_function(wrap_pyfunction!(disks::drain_dir, m)?)?;
-    m.add_function(wrap_pyfunction!(disk_plan::disk_moves, m)?)?;
+    m.add_function(wrap_pyfunction!(disk_plan::disk_plan, m)?)?;
     m.add_function(wrap_pyfunction!(disk_plan::dir_sums, m)?)?;
     m.add_function(wrap_pyfunction!(flow::sticky_flow, m)?)?;
     m.add_function(wrap_pyfunction!(leaders::leader_targets, m)?)?;
