@@ -143,3 +143,19 @@ def test_sums_past_64_bits_take_the_reference_and_give_the_same_plan(monkeypatch
     fast, reference = both_paths(monkeypatch, lambda: disk_plan(document, 1.1))
     assert fast == reference
     assert '"/d2"' in fast.split("\n")[0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_the_cores_dir_sums_are_the_models_dir_bytes(seed):
+    # Over columns, before any per-dir index: the core's sums; the reference's come from
+    # the index. The same keys, in the same order, and the same ints.
+    document = skewed(seed)
+    with pytest.MonkeyPatch.context() as mp:
+        fast, reference = both_paths(mp, lambda: list(columns_model(document).dir_bytes.items()))
+        assert fast == reference
+        mp.setenv("SELFHEAL_NATIVE", "1")
+        if native.function("dir_sums") is not None:
+            m = columns_model(document)
+            assert m._dir_sums_native() == dict(reference)
+            assert "replicas_by_dir" not in m.__dict__  # no index made for them
