@@ -129,7 +129,12 @@ fn job(
         return None;
     }
     job.order = (0..dirs.len()).collect();
-    job.order.sort_by(|&a, &b| room[a].total_cmp(&room[b])); // stable, as sorted()
+    // Stable, as sorted(); no NaN here, and -0.0 equals 0.0 as in Python.
+    job.order.sort_by(|&a, &b| {
+        room[a]
+            .partial_cmp(&room[b])
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
     Some(Some(job))
 }
 
