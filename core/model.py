@@ -213,11 +213,26 @@ class ClusterModel:
     @cached_property
     def dir_bytes(self) -> dict[DirKey, int]:
         """Bytes of known replicas on each log dir."""
+        if not self._has_dir_index():  # over columns, the core sums without the index
+            found = self._dir_sums_native()
+            if found is not None:
+                return found
         return {
             (b, path): sum(bucket.sizes)
             for (b, path), bucket in self.replicas_by_dir.items()
             if path is not None
         }
+
+    def _dir_sums_native(self) -> dict[DirKey, int] | None:
+        parts, sums = self.partitions, native.function("dir_sums")
+        if sums is None or not isinstance(parts, PartitionColumns):
+            return None
+        slots = [(b, path) for b, dirs in self.dirs.items() for path in dirs]
+        try:
+            found = sums(parts.columns, slots)
+        except OverflowError:  # a broker id over 64 bits: the reference handles any int
+            return None
+        return None if found is None else dict(zip(slots, found, strict=True))
 
     @cached_property
     def replica_counts(self) -> dict[int, int]:

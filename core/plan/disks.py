@@ -15,6 +15,7 @@ until the dir is fixed or removed from log.dirs), nor brokers that are down.
 
 from __future__ import annotations
 
+import json
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from core.plan.formats import (
 from schemas import native
 from schemas.plans import ANY_DIR, PartitionAssignment
 from schemas.snapshot import DirReplicas
+from schemas.snapshot_columns import PartitionColumns
 
 DEFAULT_THRESHOLD = 1.10
 # Limits are floats over byte counts; a dir within this share of its limit is at it, so
@@ -77,17 +79,48 @@ def mean_ratio(dirs: list[DirUsage]) -> float:
     return sum(d.used for d in dirs) / sum(d.capacity for d in dirs)
 
 
+Moves = list[tuple[int, int, str, str, int]]  # (partition index, broker, from, to, bytes)
+
+
 def plan_disks(model: ClusterModel, threshold: float = DEFAULT_THRESHOLD) -> DiskPlan:
     """Intra-broker moves so that no dir is above `threshold` x its broker's mean ratio."""
+    skipped = _skipped(model, threshold)
+    found = _native(model, threshold, text=False)
+    late, planned = _reference(model, threshold) if found is None else found
+    if isinstance(planned, str):  # text is written only when asked for
+        raise AssertionError("the core wrote text unasked")
+    moves: list[DirMove] = []
+    targets: dict[int, dict[int, str]] = {}  # partition index -> broker -> new dir
+    for i, broker, source, target, size in planned:
+        p = model.partitions[i]
+        moves.append(DirMove(p.topic, p.partition, broker, source, target, size))
+        targets.setdefault(i, {})[broker] = target
+    return DiskPlan(_reassignment(model, targets), tuple(skipped + late), tuple(moves))
+
+
+def plan_json(model: ClusterModel, threshold: float = DEFAULT_THRESHOLD) -> str:
+    """`plan_disks(model, threshold)`'s JSON text, as `json.dumps(plan.to_json(),
+    check_circular=False)` writes it. Over columns with the core built, the core plans
+    and writes the reassignment (no record, dict or plan object), Python the skipped
+    brokers; where it refuses (a topic or dir json.dumps would escape), Python writes
+    that plan."""
+    skipped = _skipped(model, threshold)
+    found = _native(model, threshold, text=True)
+    if found is not None and isinstance(found[1], str):
+        late, text = found
+        return f'{text}, "skipped": {json.dumps([s.to_json() for s in skipped + late])}}}'
+    return json.dumps(plan_disks(model, threshold).to_json(), check_circular=False)
+
+
+def _skipped(model: ClusterModel, threshold: float) -> list[SkippedBroker]:
+    """The brokers nothing can move on, and why."""
     if not threshold >= 1.0:
         raise PlanError(f"--threshold must be 1.0 or more (got {threshold})")
     skipped: list[SkippedBroker] = []
-    todo: dict[int, list[DirUsage]] = {}
     for broker in sorted(model.brokers):
         if broker not in model.alive:
             skipped.append(SkippedBroker(broker, "broker is down; nothing can move on it"))
-            continue
-        if broker in model.brokers_with_offline_dir:
+        elif broker in model.brokers_with_offline_dir:
             bad = sorted(p for b, p in model.offline_dirs if b == broker)
             skipped.append(
                 SkippedBroker(
@@ -96,21 +129,35 @@ def plan_disks(model: ClusterModel, threshold: float = DEFAULT_THRESHOLD) -> Dis
                     "moves are refused until it is fixed or removed from log.dirs",
                 )
             )
-            continue
+    return skipped
+
+
+def _movable(model: ClusterModel) -> list[int]:
+    """The brokers `_skipped` leaves, in order."""
+    return [b for b in sorted(model.brokers)
+            if b in model.alive and b not in model.brokers_with_offline_dir]
+
+
+def _reference(model: ClusterModel, threshold: float) -> tuple[list[SkippedBroker], Moves]:
+    """The brokers left over the threshold, and the moves, planned in Python."""
+    todo: dict[int, list[DirUsage]] = {}
+    for broker in _movable(model):
         dirs = broker_usage(model, broker)
         if len(dirs) > 1 and _over(dirs, threshold):
             todo[broker] = dirs
+    moves = [(i, broker, source, target, size)
+             for broker, dirs in todo.items()
+             for i, source, target, size in _balance(model, broker, dirs, threshold)]
+    return _unreachable(todo, threshold), moves
 
-    moves: list[DirMove] = []
-    targets: dict[int, dict[int, str]] = {}  # partition index -> broker -> new dir
+
+def _unreachable(todo: dict[int, list[DirUsage]], threshold: float) -> list[SkippedBroker]:
+    """The balanced brokers still over the threshold after their moves."""
+    out: list[SkippedBroker] = []
     for broker, dirs in todo.items():
-        for i, source, target, size in _balance(model, broker, dirs, threshold):
-            p = model.partitions[i]
-            moves.append(DirMove(p.topic, p.partition, broker, source, target, size))
-            targets.setdefault(i, {})[broker] = target
         if _over(dirs, threshold):
             worst = max(dirs, key=lambda d: d.ratio)
-            skipped.append(
+            out.append(
                 SkippedBroker(
                     broker,
                     f"threshold not reachable: {worst.path} stays at "
@@ -118,7 +165,40 @@ def plan_disks(model: ClusterModel, threshold: float = DEFAULT_THRESHOLD) -> Dis
                     "in another dir's room (the moves that help are planned)",
                 )
             )
-    return DiskPlan(_reassignment(model, targets), tuple(skipped), tuple(moves))
+    return out
+
+
+def _native(
+    model: ClusterModel, threshold: float, text: bool
+) -> tuple[list[SkippedBroker], str | Moves] | None:
+    """`_reference`'s answer by the core over columns, with the reassignment's JSON text
+    in place of the moves where `text` is asked and the names are plain; None where the
+    core is absent or refuses."""
+    parts, plan = model.partitions, native.function("disk_plan")
+    if plan is None or not isinstance(parts, PartitionColumns):
+        return None
+    brokers = _movable(model)
+    dirs = [[d for d in model.dirs[b].values() if d.online] for b in brokers]
+    listed = [(b, [(d.path, d.total_bytes, d.cordoned) for d in mine])
+              for b, mine in zip(brokers, dirs, strict=True)]
+    try:
+        found = plan(parts.columns, listed, threshold, TOLERANCE, text)
+    except OverflowError:  # a figure over 64 bits: the reference handles any int
+        return None
+    if found is None:
+        return None
+    over, written, moves = found
+    still = {
+        brokers[k]: broker_usage(
+            model, brokers[k], {(brokers[k], d.path): u for d, u in zip(dirs[k], used, strict=True)}
+        )
+        for k, used in over
+    }
+    late = _unreachable(still, threshold)
+    if written is not None:
+        return late, str(written)
+    return late, [(i, brokers[k], dirs[k][s].path, dirs[k][t].path, size)
+                  for i, k, s, t, size in moves]
 
 
 def skew(dirs: list[DirUsage]) -> float:
@@ -142,11 +222,7 @@ def _balance(
     model: ClusterModel, broker: int, dirs: list[DirUsage], threshold: float
 ) -> list[tuple[int, str, str, int]]:
     """Move replicas between the dirs of one broker; returns (partition, from, to, bytes)."""
-    mean = mean_ratio(dirs)
-    limit = {d.path: threshold * mean * d.capacity for d in dirs}
-    for d in dirs:  # Kafka refuses a move into a cordoned dir (KIP-1066): it has no room
-        if model.dirs[broker][d.path].cordoned:
-            limit[d.path] = min(limit[d.path], d.used)
+    limit = _limits(model, broker, dirs, threshold)
     moved: list[tuple[int, str, str, int]] = []
     for source in sorted(dirs, key=lambda d: limit[d.path] - d.used):
         if not over_limit(source.used, limit[source.path]):
@@ -154,6 +230,18 @@ def _balance(
         bucket = model.replicas_by_dir[(broker, source.path)]
         moved.extend(_drain(bucket, source, dirs, limit))
     return moved
+
+
+def _limits(
+    model: ClusterModel, broker: int, dirs: list[DirUsage], threshold: float
+) -> dict[str, float]:
+    """Each dir's most bytes: `threshold` x the broker's mean ratio x its capacity."""
+    mean = mean_ratio(dirs)
+    limit = {d.path: threshold * mean * d.capacity for d in dirs}
+    for d in dirs:  # Kafka refuses a move into a cordoned dir (KIP-1066): it has no room
+        if model.dirs[broker][d.path].cordoned:
+            limit[d.path] = min(limit[d.path], d.used)
+    return limit
 
 
 def _drain(

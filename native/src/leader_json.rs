@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use crate::columns::Columns;
 
 /// Plain: a topic name json.dumps writes as it is (its `ESCAPE_ASCII` finds nothing).
-fn plain(topic: &str) -> bool {
+pub fn plain(topic: &str) -> bool {
     topic
         .bytes()
         .all(|c| (b' '..=b'~').contains(&c) && c != b'"' && c != b'\\')

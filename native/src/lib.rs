@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 mod checks;
 mod columns;
 mod columns_model;
+mod disk_plan;
 mod disks;
 mod flow;
 mod leader_chains;
@@ -25,6 +26,8 @@ mod scan_partitions;
 fn selfheal_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(checks::references_hold, m)?)?;
     m.add_function(wrap_pyfunction!(disks::drain_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(disk_plan::disk_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(disk_plan::dir_sums, m)?)?;
     m.add_function(wrap_pyfunction!(flow::sticky_flow, m)?)?;
     m.add_function(wrap_pyfunction!(leaders::leader_targets, m)?)?;
     m.add_function(wrap_pyfunction!(leader_read::leader_targets_columns, m)?)?;

@@ -169,7 +169,8 @@ def _emit(plan_json: dict[str, Any] | str, explanation: str | None, command: str
     # dumps (not dump): one call into the C encoder instead of Python-level chunks. A
     # plan is a tree the planner just built, so the encoder's cycle check (a dict insert
     # and delete per object: 40% of the encoding at 2.8M replicas) cannot find anything.
-    # A str is the plan's JSON already written (`leaders.plan_json`), the same bytes.
+    # A str is the plan's JSON already written (`leaders.plan_json`, `disks.plan_json`),
+    # the same bytes.
     if not isinstance(plan_json, str):
         plan_json = json.dumps(plan_json, check_circular=False)
     sys.stdout.write(plan_json + "\n")
@@ -236,9 +237,10 @@ def _disks(args: argparse.Namespace) -> int:
     from core.plan import disks
 
     with _snapshot(args, columns=True) as model:  # records only for the replicas it moves
+        if not args.explain:  # the JSON text, written by the core where it is built
+            return _emit(disks.plan_json(model, args.threshold), None, "disks")
         plan = disks.plan_disks(model, args.threshold)
-        text = disks.explain(model, plan, args.threshold) if args.explain else None
-        return _emit(plan.to_json(), text, "disks")
+        return _emit(plan.to_json(), disks.explain(model, plan, args.threshold), "disks")
 
 
 def _leaders(args: argparse.Namespace) -> int:
