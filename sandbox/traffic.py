@@ -412,10 +412,19 @@ class TopicTail:
 def delete_topic(state: SandboxState, topic: str, timeout: float = 30.0) -> None:
     """Delete ``topic`` and wait until the metadata no longer lists it (its bytes leave the
     dirs moments later), so tests that share the sandbox do not see each other's data."""
+    delete_topics(state, [topic], timeout)
+
+
+def delete_topics(state: SandboxState, topics: list[str], timeout: float = 30.0) -> None:
+    """`delete_topic` for several in one request, waited for together (a loop's dozen bus
+    topics, one after the other, each waited for, took seconds of every test's teardown)."""
+    if not topics:
+        return
     with kafka_admin(state) as admin:
-        admin.delete_topics([topic])
+        admin.delete_topics(topics)
         deadline = time.monotonic() + timeout
-        while topic in admin.list_topics():
+        while listed := set(topics) & set(admin.list_topics()):
             if time.monotonic() > deadline:
-                raise SandboxError(f"topic {topic} still listed {timeout:.0f} s after delete")
+                raise SandboxError(f"topics {', '.join(sorted(listed))} still listed "
+                                   f"{timeout:.0f} s after delete")
             time.sleep(0.2)

@@ -55,6 +55,7 @@ _ORDER = ("chaos", "e2e", "airflow", "integration", "dashboards", "unit")
 # below): idle, a sandbox's four JVMs took ~0.09 of a core to the end of the run.
 KRAFT = "kraft"  # tests on the KRaft sandbox: in a test_*_kraft.py module or test_kraft_*
 KRAFT39 = "kraft39"  # tests on Kafka 3.9 in KRaft mode: in a test_*_kraft39.py module
+SECURED = "secured"  # integration tests in a test_secured_*.py module
 
 
 class _OnDemand:
@@ -85,6 +86,10 @@ ON_DEMAND = {shared.name: shared for shared in (
     # 3 brokers over 2 racks (brokers 0 and 2 share rack1): a partition can violate KIP-36
     # rack diversity, and leaders be uneven by rack while even by broker.
     _OnDemand("rack_sandbox", "airflow", "sandbox-airflow", racks=2, kafka="4.4", mode="kraft"),
+    # SASL_SSL, 2 brokers x 1 dir over 2 racks: the doctor's and the secured sandbox's
+    # own tests (each module brought up its own, ~20 s each)
+    _OnDemand("secured_small_sandbox", SECURED, "sandbox-secured", brokers=2, log_dirs=1,
+              racks=2, security="sasl_ssl"),
 )}
 
 
@@ -95,11 +100,13 @@ def _suite(nodeid: str) -> str:
 
 def scope_of(nodeid: str) -> str:
     """The unit one worker runs: the chaos suite together, the KRaft tests together, the
-    Airflow suite together, else the module."""
+    Airflow suite together, the secured integration tests together, else the module."""
     suite = _suite(nodeid)
     if suite in _ONE_WORKER_SUITES:
         return ONE_WORKER
     module, _, name = nodeid.partition("::")
+    if suite == "integration" and module.rsplit("/", 1)[-1].startswith(f"test_{SECURED}_"):
+        return SECURED
     if suite != "unit" and module.endswith(f"_{KRAFT39}.py"):
         return KRAFT39
     if suite != "unit" and (module.endswith(f"_{KRAFT}.py")
@@ -221,6 +228,12 @@ def kraft_sandbox(tmp_path_factory: pytest.TempPathFactory) -> SandboxState:
 def kraft39_sandbox(tmp_path_factory: pytest.TempPathFactory) -> SandboxState:
     """Kafka 3.9 in KRaft mode (static quorum, reload4j), for the version matrix."""
     return ON_DEMAND["kraft39_sandbox"].get(tmp_path_factory)
+
+
+@pytest.fixture
+def secured_small_sandbox(tmp_path_factory: pytest.TempPathFactory) -> SandboxState:
+    """Kafka 4.4 KRaft with SASL_SSL (SCRAM-SHA-512, ACLs only): 2 brokers x 1 dir, 2 racks."""
+    return ON_DEMAND["secured_small_sandbox"].get(tmp_path_factory)
 
 
 @pytest.fixture

@@ -127,5 +127,4 @@ def drop_topics(state, prefix: str) -> None:
     dirs that later tests fill on purpose."""
     with kafka_admin(state) as admin:
         mine = [t for t in admin.list_topics() if t.startswith(prefix)]
-    for topic in mine:
-        traffic.delete_topic(state, topic)
+    traffic.delete_topics(state, mine)

@@ -22,6 +22,10 @@ def test_a_failed_dir_on_kraft_yields_one_fix(kraft_sandbox, tmp_path_factory, r
         state, tmp_path_factory.mktemp("detect-loop-kraft"),
         names=("collect-metrics", "collect-snapshots", "stream"),
         overrides={"bus": {"topic_prefix": prefix},
+                   # a full snapshot every 5 s, not 15: the batches counted below after
+                   # the fix each carry more reports of the failed dir, and come sooner
+                   # (at 15 s they came every 5-10 s: 110 s of the test's 180)
+                   "collect": {"snapshot_interval_seconds": 5.0},
                    "detect": {"leader_window_seconds": 86400.0,
                               "disk_skew_min_bytes": 1 << 40}})
     readers = {}

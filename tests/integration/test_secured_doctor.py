@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -18,16 +17,14 @@ from sandbox import grants, traffic
 from sandbox.pki import Authority
 from sandbox.state import SandboxState
 from tests.integration.collect_support import Collector
-from tests.integration.secured_support import doctor, secured_sandbox, statuses
+from tests.integration.secured_support import doctor, statuses
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory) -> Iterator[SandboxState]:
-    with secured_sandbox(tmp_path_factory, "secured-doctor", brokers=2, log_dirs=1,
-                         racks=2) as state:
-        yield state
+@pytest.fixture
+def secured(secured_small_sandbox) -> SandboxState:
+    return secured_small_sandbox  # shared with test_secured_sandbox.py (tests/conftest.py)
 
 
 @pytest.mark.parametrize("principal,process", [("selfheal-serve", "serve"),

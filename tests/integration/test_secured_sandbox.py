@@ -5,7 +5,6 @@ topics; and no secret is in any log the sandbox's servers wrote."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,14 +15,9 @@ from sandbox.state import SandboxState
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory) -> Iterator[SandboxState]:
-    state = cluster.up(tmp_path_factory.mktemp("secured"), brokers=2, log_dirs=1, racks=2,
-                       security="sasl_ssl")
-    try:
-        yield state
-    finally:
-        cluster.down(state.reload())
+@pytest.fixture
+def secured(secured_small_sandbox) -> SandboxState:
+    return secured_small_sandbox  # shared with test_secured_doctor.py (tests/conftest.py)
 
 
 def _topics(state: SandboxState, settings: dict[str, object]) -> set[str]:

@@ -3,8 +3,11 @@ reads back exactly, and every piece gets its own command line and log."""
 
 from __future__ import annotations
 
+import sys
+
 from core.config import load
 from sandbox import cluster, loop
+from tests.polling import wait_until
 
 
 def test_loop_config_file_reads_back_as_the_sandbox_with_quick_intervals(tmp_path):
@@ -68,3 +71,48 @@ def test_metrics_targets_are_the_fixed_ports_and_what_started_pieces_printed(tmp
     }  # collect-snapshots printed nothing yet: no target
     pieces["serve"].pid = None  # never started: no target, even with a fixed port
     assert "serve" not in prepared.metrics_targets()
+
+
+
+STAND_IN = """
+import pathlib, signal, sys, time
+name, log, others = sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[3])
+
+def term(*_):
+    with log.open("a") as out:
+        out.write(f"{name} got SIGTERM\\n")
+    if name == "stream":  # leaves only once every other piece was told to stop too
+        deadline = time.monotonic() + 30
+        while log.read_text().count("SIGTERM") <= others and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with log.open("a") as out:
+            out.write("stream left\\n")
+    sys.exit(0)
+
+signal.signal(signal.SIGTERM, term)
+with log.open("a") as out:
+    out.write(f"{name} up\\n")
+time.sleep(120)
+"""
+
+
+def test_stop_all_signals_every_piece_before_waiting_for_one_slow_to_leave(tmp_path):
+    state = cluster.plan_layout(tmp_path / "sb", brokers=1, log_dirs=1, racks=0, mode="kraft")
+    prepared = loop.prepare(state, tmp_path / "loop")
+    log = tmp_path / "stand-ins.log"
+    log.touch()
+    # Stand-ins with the pieces' command lines (their markers); the job's clean stop
+    # takes as long as the others take to be told.
+    others = len(prepared.pieces) - 1
+    for name, piece in prepared.pieces.items():
+        at = piece.argv.index("--config")
+        piece.argv = [sys.executable, "-c", STAND_IN, name, str(log), str(others),
+                      *piece.argv[at:]]
+        prepared.start(name)
+    wait_until(lambda: log.read_text().count(" up") == len(prepared.pieces),
+               "every stand-in started", 30)
+    prepared.stop_all()
+    assert [n for n, p in prepared.pieces.items() if p.running()] == []
+    lines = log.read_text().splitlines()
+    assert lines[-1] == "stream left", lines
+    assert sum(line.endswith("got SIGTERM") for line in lines) == len(prepared.pieces)
