@@ -3,10 +3,14 @@
 Brings up a ZooKeeper-mode sandbox and runs the job in this process (as `selfheal
 stream` does: same session settings, same query) on topics of its own, then:
 
-1. throughput: a separate producer process sends synthetic broker metrics at 35,000
-   samples/s (a 1,000-broker cluster scraped every 30 s; 99% of them kafka_log_size,
-   the rest per-dir offline gauges and counts) for a minute; prints the rate produced,
-   the rate the job read, its batch durations and how long it took to catch up after;
+1. throughput: a separate producer process sends synthetic broker metrics of a
+   1,000-broker cluster (99% of them kafka_log_size, the rest per-dir offline gauges and
+   counts) for a minute, as the metrics collector publishes them with the product's
+   defaults (change-only, streams/collect/changes.py: a healthy cluster's whole scrape
+   once per keepalive, 60 s, every broker in the same round, and nothing between, since
+   no gauge changes), or with `--whole-scrapes` as before change-only publishing (every
+   30 s scrape whole: 35,000 samples/s, steady); prints the rate produced, the rate the
+   job read, its batch durations and how long it took to catch up after;
 2. latency: failure episodes as the collectors send them (a ZooKeeper notification,
    then the snapshot taken ~1 s later showing the dir offline), each for a new cluster
    id, idle and under the metric load; prints event -> action on selfheal.actions;
@@ -41,6 +45,10 @@ from sandbox import cluster, traffic
 from schemas.snapshot_delta import make_delta
 
 RATE = 35_000  # samples/s: 1,000 brokers x ~1,050 samples per 30 s scrape
+# Change-only publishing ([collect] metrics_keepalive_seconds, its default): a healthy
+# cluster's brokers go whole together once per keepalive, nothing between. 0: every
+# scrape whole, RATE samples/s steady (`--whole-scrapes`).
+KEEPALIVE = 60.0
 BROKERS = 1000
 SIZES_PER_BROKER = 1040
 DIRS_PER_BROKER = 4
@@ -74,32 +82,59 @@ def _scrape(when: str) -> list[bytes]:
 
 
 def _produce_load(servers: str, topic: str, rate: int, seconds: float,
-                  report: Any) -> None:
-    """In its own process: send ``rate`` samples/s for ``seconds``; report the count."""
+                  report: Any, keepalive: float = 0.0) -> None:
+    """In its own process: for ``seconds``, send ``rate`` samples/s steady (``keepalive``
+    0), or one whole scrape of every broker each ``keepalive`` seconds, as fast as the
+    producer goes (the collector's round), and nothing between; report the count."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": servers, "linger.ms": 50,
                          "compression.type": "lz4", "batch.size": 1_000_000,
                          "queue.buffering.max.messages": 2_000_000})
-    samples = _scrape(clock.text())
     sent, started, k = 0, time.monotonic(), 0
-    step = rate // 10
-    while (elapsed := time.monotonic() - started) < seconds:
-        if sent > rate * elapsed:  # ahead of schedule
-            time.sleep(0.01)
-            continue
-        for _ in range(step):
-            while True:
-                try:
-                    producer.produce(topic, samples[k % len(samples)], str(k % BROKERS))
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-            k += 1
-        sent += step
-        producer.poll(0)
+
+    def send(sample: bytes) -> None:
+        while True:
+            try:
+                producer.produce(topic, sample, str(k % BROKERS))
+                return
+            except BufferError:
+                producer.poll(0.05)
+
+    if keepalive > 0:
+        rounds = 0
+        while time.monotonic() - started < seconds:
+            due = started + rounds * keepalive
+            if time.monotonic() < due:
+                time.sleep(min(0.2, due - time.monotonic()))
+                continue
+            for sample in _scrape(clock.text()):  # stamped as the round scrapes them
+                send(sample)
+                k += 1
+            sent, rounds = k, rounds + 1
+            producer.poll(0)
+    else:
+        samples = _scrape(clock.text())
+        step = rate // 10
+        while (elapsed := time.monotonic() - started) < seconds:
+            if sent > rate * elapsed:  # ahead of schedule
+                time.sleep(0.01)
+                continue
+            for _ in range(step):
+                send(samples[k % len(samples)])
+                k += 1
+            sent += step
+            producer.poll(0)
     producer.flush(120)
     report.put((sent, time.monotonic() - started))
+
+
+def load_label() -> str:
+    if KEEPALIVE > 0:
+        per = BROKERS * (SIZES_PER_BROKER + DIRS_PER_BROKER + 1)
+        return (f"change-only metrics ({per:,} samples each {KEEPALIVE:.0f} s, "
+                f"{per / KEEPALIVE:,.0f}/s on average)")
+    return f"{RATE:,} samples/s"
 
 
 # --- throughput ----------------------------------------------------------------------
@@ -110,7 +145,8 @@ def throughput(job: Job, config: Any, seconds: float) -> None:
     report: Any = ctx.Queue()
     topic = config.topic("broker-metrics")
     producer = ctx.Process(
-        target=_produce_load, args=(config.bus.bootstrap_servers, topic, RATE, seconds, report))
+        target=_produce_load,
+        args=(config.bus.bootstrap_servers, topic, RATE, seconds, report, KEEPALIVE))
     mark = len(job.progress)
     started = time.time()
     producer.start()
@@ -136,7 +172,7 @@ def throughput(job: Job, config: Any, seconds: float) -> None:
     read = sum(rows for _, rows, _ in batches)
     capacity = max((rows / s for _, rows, s in steady if s), default=0.0)
     print(f"  producer: {sent:,} samples in {took:.1f} s = {sent / took:,.0f}/s "
-          f"(target {RATE:,}/s)")
+          f"({load_label()})")
     print(f"  job read {read:,} rows; steady batches: {len(steady)}, "
           f"{sum(r for _, r, _ in steady) / max(1e-9, sum(durations)):,.0f} rows/s of batch time, "
           f"best batch {capacity:,.0f} rows/s")
@@ -252,7 +288,7 @@ def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: s
 
 
 def loaded_latency(job: Job, config: Any, base: dict[str, Any], episodes: int,
-                   label: str = f"under {RATE:,} samples/s",
+                   label: str = "",
                    templates: Templates | None = None,
                    seconds_each: float = 4.0) -> list[float]:
     ctx = multiprocessing.get_context("spawn")
@@ -260,11 +296,12 @@ def loaded_latency(job: Job, config: Any, base: dict[str, Any], episodes: int,
     load_seconds = episodes * seconds_each + 20
     producer = ctx.Process(
         target=_produce_load, args=(config.bus.bootstrap_servers,
-                                    config.topic("broker-metrics"), RATE, load_seconds, report))
+                                    config.topic("broker-metrics"), RATE, load_seconds, report,
+                                    KEEPALIVE))
     producer.start()
     time.sleep(10)
     try:
-        return latency(job, config, base, episodes, label, templates,
+        return latency(job, config, base, episodes, label or f"under {load_label()}", templates,
                        one_at_a_time=seconds_each > 4.0)
     finally:
         if seconds_each > 4.0:
@@ -292,7 +329,7 @@ def fleet(job: Job, config: Any, episodes: int) -> None:
     with MemoryWatch() as memory:
         # One failure at a time (each waits for the last one's action), as a fleet's
         # disks fail; the metric load runs throughout.
-        loaded_latency(job, config, {}, episodes, f"fleet under {RATE:,} samples/s",
+        loaded_latency(job, config, {}, episodes, f"fleet under {load_label()}",
                        templates, seconds_each=60.0)
     print(f"  {memory.report()}")
 
@@ -385,12 +422,16 @@ def main(argv: list[str] | None = None) -> None:
                         help="failures on the fleet-sized snapshot")
     parser.add_argument("--no-delta", action="store_true",
                         help="no failure delta: the fix waits for the full snapshot")
+    parser.add_argument("--whole-scrapes", action="store_true",
+                        help=f"the metric load as before change-only publishing: every scrape "
+                             f"whole, {RATE:,} samples/s steady")
     args = parser.parse_args(argv)
-    global DELTAS
+    global DELTAS, KEEPALIVE
     DELTAS = not args.no_delta
+    KEEPALIVE = 0.0 if args.whole_scrapes else load(env={}).collect.metrics_keepalive_seconds
     parts = set(args.parts.split(","))
-    print(f"stream: the detection job on a 3-broker sandbox, local[2]; load {RATE:,} "
-          "samples/s of broker metrics")
+    print(f"stream: the detection job on a 3-broker sandbox, local[2]; metric load: "
+          f"{load_label()}")
     with tempfile.TemporaryDirectory(prefix="selfheal-bench-stream-") as tmp:
         work = Path(tmp)
         state = cluster.up(work / "sandbox")
@@ -406,7 +447,7 @@ def main(argv: list[str] | None = None) -> None:
                     print("latency (event time of the notification -> first action):")
                     latency(job, config, base, args.episodes, "idle")
                 if "throughput" in parts:
-                    print(f"throughput ({args.seconds:.0f} s at {RATE:,} samples/s):")
+                    print(f"throughput ({args.seconds:.0f} s of {load_label()}):")
                     throughput(job, config, args.seconds)
                 if "loaded" in parts:
                     print("latency again, with the metric load running:")
