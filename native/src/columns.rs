@@ -142,11 +142,6 @@ impl Columns {
         py.detach(|| columns_delta::with_delta(self, &brokers, &parts))
     }
 
-    /// The index of each of `keys` (topic, partition), None where absent.
-    fn index_of(&self, py: Python<'_>, keys: Vec<(String, i64)>) -> Vec<Option<usize>> {
-        py.detach(|| columns_delta::index_of(self, &keys))
-    }
-
     /// (topic, partition, leader, replica brokers) of partition `i`.
     fn row<'py>(&self, py: Python<'py>, i: usize) -> PyResult<(&str, i64, i64, Bound<'py, PyTuple>)> {
         let brokers = PyTuple::new(py, &self.broker[self.replicas(i)])?;

@@ -106,25 +106,3 @@ pub fn with_delta(base: &Columns, brokers: &[i64], parts: &[NewPartition]) -> Co
     b.out
 }
 
-/// The index of each (topic, partition) of `keys` among the columns' partitions, None
-/// for one they lack: one pass, no record made (`ClusterModel.index_of`).
-pub fn index_of(columns: &Columns, keys: &[(String, i64)]) -> Vec<Option<usize>> {
-    let topic_of: FnvMap<&str, u32> =
-        columns.topics.iter().enumerate().map(|(k, s)| (s.as_str(), k as u32)).collect();
-    let mut wanted: FnvMap<(u32, i64), usize> = FnvMap::default();
-    for (j, (topic, number)) in keys.iter().enumerate() {
-        if let Some(&t) = topic_of.get(topic.as_str()) {
-            wanted.insert((t, *number), j);
-        }
-    }
-    let mut out = vec![None; keys.len()];
-    if wanted.is_empty() {
-        return out;
-    }
-    for i in 0..columns.len() {
-        if let Some(&j) = wanted.get(&(columns.topic[i], columns.number[i])) {
-            out[j] = Some(i);
-        }
-    }
-    out
-}
