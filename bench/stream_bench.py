@@ -37,7 +37,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.stream_harness import Actions, Job, MemoryWatch, percentile
+from bench.stream_harness import Actions, Job, MemoryWatch, percentile, phase_report
 from core import clock
 from core.config import load
 from core.live import open_admin, read_snapshot
@@ -326,12 +326,14 @@ def fleet(job: Job, config: Any, episodes: int) -> None:
     print(f"  snapshot: {replicas:,} replicas, {sum(sizes) / 1e6:.1f} MB in {len(sizes)} "
           f"chunks of at most {max(sizes) / 1e6:.1f} MB and a manifest (built in "
           f"{time.perf_counter() - started:.1f} s); the fault: {templates[2]}")
+    mark = len(job.phases)
     with MemoryWatch() as memory:
         # One failure at a time (each waits for the last one's action), as a fleet's
         # disks fail; the metric load runs throughout.
         loaded_latency(job, config, {}, episodes, f"fleet under {load_label()}",
                        templates, seconds_each=60.0)
     print(f"  {memory.report()}")
+    print(f"  the batches' phases (Spark's durationMs): {phase_report(job.phases[mark:])}")
 
 
 # --- real-time mode ------------------------------------------------------------------

@@ -32,7 +32,9 @@ class Job:
         self.spark.sparkContext.setLogLevel("ERROR")
         query.warm_up(self.spark, query.validate_tasks(self.spark, config))
         self.progress: list[tuple[float, int, float]] = []  # (at, rows, seconds)
-        progress = self.progress
+        # Spark's durationMs of each batch, in the same order (addBatch, queryPlanning, ...)
+        self.phases: list[dict[str, int]] = []
+        progress, phases = self.progress, self.phases
 
         class Listener(StreamingQueryListener):  # type: ignore[misc]
             def onQueryStarted(self, event: Any) -> None:
@@ -41,6 +43,7 @@ class Job:
             def onQueryProgress(self, event: Any) -> None:
                 p = event.progress
                 progress.append((time.time(), p.numInputRows, (p.batchDuration or 0) / 1000))
+                phases.append(dict(p.durationMs or {}))
 
             def onQueryIdle(self, event: Any) -> None:
                 pass
@@ -170,3 +173,18 @@ class MemoryWatch:
         return (f"peak RSS of the job's processes together {self.peak_total / 1024:,.0f} MiB "
                 f"(each's own peak: {each}); apart, the sandbox and the metric load's "
                 f"producer {self.peak_outside / 1024:,.0f} MiB")
+
+
+def phase_report(phases: list[dict[str, int]]) -> str:
+    """Spark's phases of ``phases``' batches: median ms each, and the slowest batch's."""
+    import statistics
+
+    if not phases:
+        return "no batch"
+    names = sorted({k for p in phases for k in p}, key=lambda k: -statistics.median(
+        [p.get(k, 0) for p in phases]))
+    median = ", ".join(f"{k} {statistics.median([p.get(k, 0) for p in phases]):.0f}"
+                       for k in names[:6])
+    slow = max(phases, key=lambda p: p.get("triggerExecution", 0))
+    worst = ", ".join(f"{k} {slow.get(k, 0)}" for k in names[:6])
+    return f"median ms: {median}; the slowest batch: {worst}"
