@@ -143,3 +143,18 @@ def test_a_delta_that_does_not_hold_with_the_base_is_worded_by_the_document_path
     (page,) = fast
     assert page["type"] == "page_operator"
     assert "no plan could be made" in page["reason"] and "99" in page["reason"]
+
+
+def test_a_delta_past_64_bits_takes_the_document_path_and_plans_the_same(monkeypatch):
+    base, now, broker, path = history(random.Random(11))
+    for p in now["partitions"]:
+        for r in p["replicas"]:
+            if r["broker"] == broker:
+                r["size_bytes"] = 2**70  # the schema allows any non-negative int
+    delta = msgspec.json.encode(make_delta(now, {broker}, base["taken_at"], "x"))
+    kept: Snapshot = decode(msgspec.json.encode(base))
+    if isinstance(kept.partitions, PartitionColumns):
+        assert snapshot_with_delta(kept, check_delta(delta)) is None  # the core refuses
+    fast, reference = both(monkeypatch, lambda: actions(
+        base, delta, decision(FIX_OFFLINE, broker, path, True)))
+    assert json.dumps(fast) == json.dumps(reference) and fast
