@@ -37,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench import stream_load
 from bench.stream_harness import Actions, Job, MemoryWatch, percentile, phase_report
 from core import clock
 from core.config import load
@@ -44,97 +45,12 @@ from core.live import open_admin, read_snapshot
 from sandbox import cluster, traffic
 from schemas.snapshot_delta import make_delta
 
-RATE = 35_000  # samples/s: 1,000 brokers x ~1,050 samples per 30 s scrape
-# Change-only publishing ([collect] metrics_keepalive_seconds, its default): a healthy
-# cluster's brokers go whole together once per keepalive, nothing between. 0: every
-# scrape whole, RATE samples/s steady (`--whole-scrapes`).
-KEEPALIVE = 60.0
-BROKERS = 1000
-SIZES_PER_BROKER = 1040
-DIRS_PER_BROKER = 4
-
 
 def _config(state: Any, work: Path, prefix: str) -> Any:
     env = {"SELFHEAL_SANDBOX_DIR": state.work_dir, "SELFHEAL_BUS_TOPIC_PREFIX": prefix,
            "SELFHEAL_STREAM_CHECKPOINT_DIR": str(work / "checkpoints"),
            "SELFHEAL_STREAM_STARTING_OFFSETS": "latest"}
     return load(env=env)
-
-
-# --- the metric load -----------------------------------------------------------------
-
-
-def _scrape(when: str) -> list[bytes]:
-    """One scrape of every broker: the samples a 30 s interval produces."""
-    head = f'{{"version":1,"cluster_id":"bench-load","event_time":"{when}","broker":'
-    out = []
-    for b in range(BROKERS):
-        rack = f'"rack":"r{b % 3}",'
-        for p in range(SIZES_PER_BROKER):
-            out.append(f'{head}{b},{rack}"metric":"kafka_log_size","labels":{{"topic":'
-                       f'"t{p % 40}","partition":"{p}"}},"value":{p * 1024}}}'.encode())
-        for d in range(DIRS_PER_BROKER):
-            out.append(f'{head}{b},{rack}"metric":"kafka_log_log_directory_offline",'
-                       f'"labels":{{"log_dir":"/data/d{d}"}},"value":0}}'.encode())
-        out.append(f'{head}{b},{rack}"metric":"kafka_log_offline_log_directory_count",'
-                   f'"labels":{{}},"value":0}}'.encode())
-    return out
-
-
-def _produce_load(servers: str, topic: str, rate: int, seconds: float,
-                  report: Any, keepalive: float = 0.0) -> None:
-    """In its own process: for ``seconds``, send ``rate`` samples/s steady (``keepalive``
-    0), or one whole scrape of every broker each ``keepalive`` seconds, as fast as the
-    producer goes (the collector's round), and nothing between; report the count."""
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": servers, "linger.ms": 50,
-                         "compression.type": "lz4", "batch.size": 1_000_000,
-                         "queue.buffering.max.messages": 2_000_000})
-    sent, started, k = 0, time.monotonic(), 0
-
-    def send(sample: bytes) -> None:
-        while True:
-            try:
-                producer.produce(topic, sample, str(k % BROKERS))
-                return
-            except BufferError:
-                producer.poll(0.05)
-
-    if keepalive > 0:
-        rounds = 0
-        while time.monotonic() - started < seconds:
-            due = started + rounds * keepalive
-            if time.monotonic() < due:
-                time.sleep(min(0.2, due - time.monotonic()))
-                continue
-            for sample in _scrape(clock.text()):  # stamped as the round scrapes them
-                send(sample)
-                k += 1
-            sent, rounds = k, rounds + 1
-            producer.poll(0)
-    else:
-        samples = _scrape(clock.text())
-        step = rate // 10
-        while (elapsed := time.monotonic() - started) < seconds:
-            if sent > rate * elapsed:  # ahead of schedule
-                time.sleep(0.01)
-                continue
-            for _ in range(step):
-                send(samples[k % len(samples)])
-                k += 1
-            sent += step
-            producer.poll(0)
-    producer.flush(120)
-    report.put((sent, time.monotonic() - started))
-
-
-def load_label() -> str:
-    if KEEPALIVE > 0:
-        per = BROKERS * (SIZES_PER_BROKER + DIRS_PER_BROKER + 1)
-        return (f"change-only metrics ({per:,} samples each {KEEPALIVE:.0f} s, "
-                f"{per / KEEPALIVE:,.0f}/s on average)")
-    return f"{RATE:,} samples/s"
 
 
 # --- throughput ----------------------------------------------------------------------
@@ -145,8 +61,9 @@ def throughput(job: Job, config: Any, seconds: float) -> None:
     report: Any = ctx.Queue()
     topic = config.topic("broker-metrics")
     producer = ctx.Process(
-        target=_produce_load,
-        args=(config.bus.bootstrap_servers, topic, RATE, seconds, report, KEEPALIVE))
+        target=stream_load.produce_load,
+        args=(config.bus.bootstrap_servers, topic, stream_load.RATE, seconds, report,
+              stream_load.KEEPALIVE))
     mark = len(job.progress)
     started = time.time()
     producer.start()
@@ -172,7 +89,7 @@ def throughput(job: Job, config: Any, seconds: float) -> None:
     read = sum(rows for _, rows, _ in batches)
     capacity = max((rows / s for _, rows, s in steady if s), default=0.0)
     print(f"  producer: {sent:,} samples in {took:.1f} s = {sent / took:,.0f}/s "
-          f"({load_label()})")
+          f"({stream_load.label()})")
     print(f"  job read {read:,} rows; steady batches: {len(steady)}, "
           f"{sum(r for _, r, _ in steady) / max(1e-9, sum(durations)):,.0f} rows/s of batch time, "
           f"best batch {capacity:,.0f} rows/s")
@@ -295,14 +212,14 @@ def loaded_latency(job: Job, config: Any, base: dict[str, Any], episodes: int,
     report: Any = ctx.Queue()
     load_seconds = episodes * seconds_each + 20
     producer = ctx.Process(
-        target=_produce_load, args=(config.bus.bootstrap_servers,
-                                    config.topic("broker-metrics"), RATE, load_seconds, report,
-                                    KEEPALIVE))
+        target=stream_load.produce_load,
+        args=(config.bus.bootstrap_servers, config.topic("broker-metrics"), stream_load.RATE,
+              load_seconds, report, stream_load.KEEPALIVE))
     producer.start()
     time.sleep(10)
     try:
-        return latency(job, config, base, episodes, label or f"under {load_label()}", templates,
-                       one_at_a_time=seconds_each > 4.0)
+        return latency(job, config, base, episodes, label or f"under {stream_load.label()}",
+                       templates, one_at_a_time=seconds_each > 4.0)
     finally:
         if seconds_each > 4.0:
             producer.terminate()  # its time was only an upper bound
@@ -330,7 +247,7 @@ def fleet(job: Job, config: Any, episodes: int) -> None:
     with MemoryWatch() as memory:
         # One failure at a time (each waits for the last one's action), as a fleet's
         # disks fail; the metric load runs throughout.
-        loaded_latency(job, config, {}, episodes, f"fleet under {load_label()}",
+        loaded_latency(job, config, {}, episodes, f"fleet under {stream_load.label()}",
                        templates, seconds_each=60.0)
     print(f"  {memory.report()}")
     print(f"  the batches' phases (Spark's durationMs): {phase_report(job.phases[mark:])}")
@@ -426,14 +343,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="no failure delta: the fix waits for the full snapshot")
     parser.add_argument("--whole-scrapes", action="store_true",
                         help=f"the metric load as before change-only publishing: every scrape "
-                             f"whole, {RATE:,} samples/s steady")
+                             f"whole, {stream_load.RATE:,} samples/s steady")
     args = parser.parse_args(argv)
-    global DELTAS, KEEPALIVE
+    global DELTAS
     DELTAS = not args.no_delta
-    KEEPALIVE = 0.0 if args.whole_scrapes else load(env={}).collect.metrics_keepalive_seconds
+    stream_load.KEEPALIVE = (0.0 if args.whole_scrapes
+                             else load(env={}).collect.metrics_keepalive_seconds)
     parts = set(args.parts.split(","))
     print(f"stream: the detection job on a 3-broker sandbox, local[2]; metric load: "
-          f"{load_label()}")
+          f"{stream_load.label()}")
     with tempfile.TemporaryDirectory(prefix="selfheal-bench-stream-") as tmp:
         work = Path(tmp)
         state = cluster.up(work / "sandbox")
@@ -449,7 +367,7 @@ def main(argv: list[str] | None = None) -> None:
                     print("latency (event time of the notification -> first action):")
                     latency(job, config, base, args.episodes, "idle")
                 if "throughput" in parts:
-                    print(f"throughput ({args.seconds:.0f} s of {load_label()}):")
+                    print(f"throughput ({args.seconds:.0f} s of {stream_load.label()}):")
                     throughput(job, config, args.seconds)
                 if "loaded" in parts:
                     print("latency again, with the metric load running:")
