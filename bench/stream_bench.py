@@ -3,10 +3,14 @@
 Brings up a ZooKeeper-mode sandbox and runs the job in this process (as `selfheal
 stream` does: same session settings, same query) on topics of its own, then:
 
-1. throughput: a separate producer process sends synthetic broker metrics at 35,000
-   samples/s (a 1,000-broker cluster scraped every 30 s; 99% of them kafka_log_size,
-   the rest per-dir offline gauges and counts) for a minute; prints the rate produced,
-   the rate the job read, its batch durations and how long it took to catch up after;
+1. throughput: a separate producer process sends synthetic broker metrics of a
+   1,000-broker cluster (99% of them kafka_log_size, the rest per-dir offline gauges and
+   counts) for a minute, as the metrics collector publishes them with the product's
+   defaults (change-only, streams/collect/changes.py: a healthy cluster's whole scrape
+   once per keepalive, 60 s, every broker in the same round, and nothing between, since
+   no gauge changes), or with `--whole-scrapes` as before change-only publishing (every
+   30 s scrape whole: 35,000 samples/s, steady); prints the rate produced, the rate the
+   job read, its batch durations and how long it took to catch up after;
 2. latency: failure episodes as the collectors send them (a ZooKeeper notification,
    then the snapshot taken ~1 s later showing the dir offline), each for a new cluster
    id, idle and under the metric load; prints event -> action on selfheal.actions;
@@ -33,17 +37,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.stream_harness import Actions, Job, MemoryWatch, percentile
+from bench import stream_load
+from bench.stream_harness import Actions, Job, MemoryWatch, percentile, phase_report
 from core import clock
 from core.config import load
 from core.live import open_admin, read_snapshot
 from sandbox import cluster, traffic
 from schemas.snapshot_delta import make_delta
-
-RATE = 35_000  # samples/s: 1,000 brokers x ~1,050 samples per 30 s scrape
-BROKERS = 1000
-SIZES_PER_BROKER = 1040
-DIRS_PER_BROKER = 4
 
 
 def _config(state: Any, work: Path, prefix: str) -> Any:
@@ -51,55 +51,6 @@ def _config(state: Any, work: Path, prefix: str) -> Any:
            "SELFHEAL_STREAM_CHECKPOINT_DIR": str(work / "checkpoints"),
            "SELFHEAL_STREAM_STARTING_OFFSETS": "latest"}
     return load(env=env)
-
-
-# --- the metric load -----------------------------------------------------------------
-
-
-def _scrape(when: str) -> list[bytes]:
-    """One scrape of every broker: the samples a 30 s interval produces."""
-    head = f'{{"version":1,"cluster_id":"bench-load","event_time":"{when}","broker":'
-    out = []
-    for b in range(BROKERS):
-        rack = f'"rack":"r{b % 3}",'
-        for p in range(SIZES_PER_BROKER):
-            out.append(f'{head}{b},{rack}"metric":"kafka_log_size","labels":{{"topic":'
-                       f'"t{p % 40}","partition":"{p}"}},"value":{p * 1024}}}'.encode())
-        for d in range(DIRS_PER_BROKER):
-            out.append(f'{head}{b},{rack}"metric":"kafka_log_log_directory_offline",'
-                       f'"labels":{{"log_dir":"/data/d{d}"}},"value":0}}'.encode())
-        out.append(f'{head}{b},{rack}"metric":"kafka_log_offline_log_directory_count",'
-                   f'"labels":{{}},"value":0}}'.encode())
-    return out
-
-
-def _produce_load(servers: str, topic: str, rate: int, seconds: float,
-                  report: Any) -> None:
-    """In its own process: send ``rate`` samples/s for ``seconds``; report the count."""
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": servers, "linger.ms": 50,
-                         "compression.type": "lz4", "batch.size": 1_000_000,
-                         "queue.buffering.max.messages": 2_000_000})
-    samples = _scrape(clock.text())
-    sent, started, k = 0, time.monotonic(), 0
-    step = rate // 10
-    while (elapsed := time.monotonic() - started) < seconds:
-        if sent > rate * elapsed:  # ahead of schedule
-            time.sleep(0.01)
-            continue
-        for _ in range(step):
-            while True:
-                try:
-                    producer.produce(topic, samples[k % len(samples)], str(k % BROKERS))
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-            k += 1
-        sent += step
-        producer.poll(0)
-    producer.flush(120)
-    report.put((sent, time.monotonic() - started))
 
 
 # --- throughput ----------------------------------------------------------------------
@@ -110,7 +61,9 @@ def throughput(job: Job, config: Any, seconds: float) -> None:
     report: Any = ctx.Queue()
     topic = config.topic("broker-metrics")
     producer = ctx.Process(
-        target=_produce_load, args=(config.bus.bootstrap_servers, topic, RATE, seconds, report))
+        target=stream_load.produce_load,
+        args=(config.bus.bootstrap_servers, topic, stream_load.RATE, seconds, report,
+              stream_load.KEEPALIVE))
     mark = len(job.progress)
     started = time.time()
     producer.start()
@@ -136,7 +89,7 @@ def throughput(job: Job, config: Any, seconds: float) -> None:
     read = sum(rows for _, rows, _ in batches)
     capacity = max((rows / s for _, rows, s in steady if s), default=0.0)
     print(f"  producer: {sent:,} samples in {took:.1f} s = {sent / took:,.0f}/s "
-          f"(target {RATE:,}/s)")
+          f"({stream_load.label()})")
     print(f"  job read {read:,} rows; steady batches: {len(steady)}, "
           f"{sum(r for _, r, _ in steady) / max(1e-9, sum(durations)):,.0f} rows/s of batch time, "
           f"best batch {capacity:,.0f} rows/s")
@@ -252,20 +205,21 @@ def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: s
 
 
 def loaded_latency(job: Job, config: Any, base: dict[str, Any], episodes: int,
-                   label: str = f"under {RATE:,} samples/s",
+                   label: str = "",
                    templates: Templates | None = None,
                    seconds_each: float = 4.0) -> list[float]:
     ctx = multiprocessing.get_context("spawn")
     report: Any = ctx.Queue()
     load_seconds = episodes * seconds_each + 20
     producer = ctx.Process(
-        target=_produce_load, args=(config.bus.bootstrap_servers,
-                                    config.topic("broker-metrics"), RATE, load_seconds, report))
+        target=stream_load.produce_load,
+        args=(config.bus.bootstrap_servers, config.topic("broker-metrics"), stream_load.RATE,
+              load_seconds, report, stream_load.KEEPALIVE))
     producer.start()
     time.sleep(10)
     try:
-        return latency(job, config, base, episodes, label, templates,
-                       one_at_a_time=seconds_each > 4.0)
+        return latency(job, config, base, episodes, label or f"under {stream_load.label()}",
+                       templates, one_at_a_time=seconds_each > 4.0)
     finally:
         if seconds_each > 4.0:
             producer.terminate()  # its time was only an upper bound
@@ -289,12 +243,14 @@ def fleet(job: Job, config: Any, episodes: int) -> None:
     print(f"  snapshot: {replicas:,} replicas, {sum(sizes) / 1e6:.1f} MB in {len(sizes)} "
           f"chunks of at most {max(sizes) / 1e6:.1f} MB and a manifest (built in "
           f"{time.perf_counter() - started:.1f} s); the fault: {templates[2]}")
+    mark = len(job.phases)
     with MemoryWatch() as memory:
         # One failure at a time (each waits for the last one's action), as a fleet's
         # disks fail; the metric load runs throughout.
-        loaded_latency(job, config, {}, episodes, f"fleet under {RATE:,} samples/s",
+        loaded_latency(job, config, {}, episodes, f"fleet under {stream_load.label()}",
                        templates, seconds_each=60.0)
     print(f"  {memory.report()}")
+    print(f"  the batches' phases (Spark's durationMs): {phase_report(job.phases[mark:])}")
 
 
 # --- real-time mode ------------------------------------------------------------------
@@ -385,12 +341,17 @@ def main(argv: list[str] | None = None) -> None:
                         help="failures on the fleet-sized snapshot")
     parser.add_argument("--no-delta", action="store_true",
                         help="no failure delta: the fix waits for the full snapshot")
+    parser.add_argument("--whole-scrapes", action="store_true",
+                        help=f"the metric load as before change-only publishing: every scrape "
+                             f"whole, {stream_load.RATE:,} samples/s steady")
     args = parser.parse_args(argv)
     global DELTAS
     DELTAS = not args.no_delta
+    stream_load.KEEPALIVE = (0.0 if args.whole_scrapes
+                             else load(env={}).collect.metrics_keepalive_seconds)
     parts = set(args.parts.split(","))
-    print(f"stream: the detection job on a 3-broker sandbox, local[2]; load {RATE:,} "
-          "samples/s of broker metrics")
+    print(f"stream: the detection job on a 3-broker sandbox, local[2]; metric load: "
+          f"{stream_load.label()}")
     with tempfile.TemporaryDirectory(prefix="selfheal-bench-stream-") as tmp:
         work = Path(tmp)
         state = cluster.up(work / "sandbox")
@@ -406,7 +367,7 @@ def main(argv: list[str] | None = None) -> None:
                     print("latency (event time of the notification -> first action):")
                     latency(job, config, base, args.episodes, "idle")
                 if "throughput" in parts:
-                    print(f"throughput ({args.seconds:.0f} s at {RATE:,} samples/s):")
+                    print(f"throughput ({args.seconds:.0f} s of {stream_load.label()}):")
                     throughput(job, config, args.seconds)
                 if "loaded" in parts:
                     print("latency again, with the metric load running:")

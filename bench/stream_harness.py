@@ -32,7 +32,9 @@ class Job:
         self.spark.sparkContext.setLogLevel("ERROR")
         query.warm_up(self.spark, query.validate_tasks(self.spark, config))
         self.progress: list[tuple[float, int, float]] = []  # (at, rows, seconds)
-        progress = self.progress
+        # Spark's durationMs of each batch, in the same order (addBatch, queryPlanning, ...)
+        self.phases: list[dict[str, int]] = []
+        progress, phases = self.progress, self.phases
 
         class Listener(StreamingQueryListener):  # type: ignore[misc]
             def onQueryStarted(self, event: Any) -> None:
@@ -41,6 +43,7 @@ class Job:
             def onQueryProgress(self, event: Any) -> None:
                 p = event.progress
                 progress.append((time.time(), p.numInputRows, (p.batchDuration or 0) / 1000))
+                phases.append(dict(p.durationMs or {}))
 
             def onQueryIdle(self, event: Any) -> None:
                 pass
@@ -114,12 +117,17 @@ def _status_kib(pid: int, field: str) -> int:
 
 
 class MemoryWatch:
-    """This process and everything under it (the driver JVM, Spark's Python workers),
-    sampled every second: the peak of their summed RSS, and each one's own peak."""
+    """The job's processes (this one, the driver; the Spark driver JVM; Spark's Python
+    workers under it), sampled every second: the peak of their summed RSS and each kind's
+    largest RSS seen while watching. The sandbox's brokers and ZooKeeper and the metric
+    load's producer are this process's children too: they are summed apart, never
+    counted as the job's (before 2026-11-29 they were, and each process's lifetime
+    VmHWM was reported, which held the bench's own snapshot generation)."""
 
     def __init__(self) -> None:
         self.peak_total = 0
-        self.peaks: dict[int, tuple[str, int]] = {}
+        self.peak_outside = 0
+        self.peaks: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -134,24 +142,49 @@ class MemoryWatch:
     def _run(self) -> None:
         import os
 
+        me = os.getpid()
         while not self._stop.wait(1.0):
-            tree, todo, total = children_by_parent(), [os.getpid()], 0
-            while todo:
-                pid = todo.pop()
-                todo += tree.get(pid, [])
-                total += _status_kib(pid, "VmRSS")
+            tree = children_by_parent()
+            seen: dict[str, int] = {"driver": _status_kib(me, "VmRSS")}
+            outside = 0
+            for child in tree.get(me, []):
                 try:
-                    name = Path(f"/proc/{pid}/comm").read_text().strip()
+                    spark = b"SparkSubmit" in Path(f"/proc/{child}/cmdline").read_bytes()
                 except OSError:
                     continue
-                self.peaks[pid] = (name, _status_kib(pid, "VmHWM"))
-            self.peak_total = max(self.peak_total, total)
+                todo = [child]
+                while todo:
+                    pid = todo.pop()
+                    todo += tree.get(pid, [])
+                    rss = _status_kib(pid, "VmRSS")
+                    if not spark:
+                        outside += rss
+                    elif pid == child:
+                        seen["JVM"] = rss
+                    else:
+                        seen["Python workers"] = seen.get("Python workers", 0) + rss
+            for kind, rss in seen.items():
+                self.peaks[kind] = max(self.peaks.get(kind, 0), rss)
+            self.peak_total = max(self.peak_total, sum(seen.values()))
+            self.peak_outside = max(self.peak_outside, outside)
 
     def report(self) -> str:
-        by_kind: dict[str, int] = {}
-        for name, hwm in self.peaks.values():
-            kind = "JVM" if name == "java" else "Python" if name.startswith("python") else name
-            by_kind[kind] = max(by_kind.get(kind, 0), hwm)
-        each = ", ".join(f"{k} {v / 1024:,.0f} MiB" for k, v in sorted(by_kind.items()))
-        return (f"peak RSS of the job's processes together {self.peak_total / 1024:,.0f} MiB; "
-                f"the largest of each kind: {each}")
+        each = ", ".join(f"{k} {v / 1024:,.0f} MiB" for k, v in self.peaks.items())
+        return (f"peak RSS of the job's processes together {self.peak_total / 1024:,.0f} MiB "
+                f"(each's own peak: {each}); apart, the sandbox and the metric load's "
+                f"producer {self.peak_outside / 1024:,.0f} MiB")
+
+
+def phase_report(phases: list[dict[str, int]]) -> str:
+    """Spark's phases of ``phases``' batches: median ms each, and the slowest batch's."""
+    import statistics
+
+    if not phases:
+        return "no batch"
+    names = sorted({k for p in phases for k in p}, key=lambda k: -statistics.median(
+        [p.get(k, 0) for p in phases]))
+    median = ", ".join(f"{k} {statistics.median([p.get(k, 0) for p in phases]):.0f}"
+                       for k in names[:6])
+    slow = max(phases, key=lambda p: p.get("triggerExecution", 0))
+    worst = ", ".join(f"{k} {slow.get(k, 0)}" for k in names[:6])
+    return f"median ms: {median}; the slowest batch: {worst}"

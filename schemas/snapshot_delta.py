@@ -10,11 +10,14 @@ snapshots, and names the full snapshot it follows (``base_taken_at``).
 partitions on them replaced by the delta's, a partition the base had on them that the
 delta lacks dropped (deleted since). What that cannot see, a partition moved entirely off
 the brokers, the next full snapshot corrects: full snapshots stay the periodic truth.
-`check_delta` is the record's one decoder.
+`check_delta` is the record's one decoder. `snapshot_with_delta` is `apply_delta` over a
+decoded snapshot, its partitions records or the compiled core's columns (the job keeps
+each cluster's latest snapshot so), giving the snapshot the document path gives.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
@@ -22,8 +25,9 @@ import msgspec
 
 from schemas import wire
 from schemas.registry import RecordError, is_rfc3339
-from schemas.snapshot_decode import _BrokerDoc
-from schemas.snapshot_types import Name, Partition
+from schemas.snapshot_columns import PartitionColumns
+from schemas.snapshot_decode import _BrokerDoc, _references_hold
+from schemas.snapshot_types import NO_LEADER, Broker, LogDir, Name, Partition, Snapshot
 
 DELTA = "cluster-snapshot-delta"
 MAX_BROKERS = 64  # the schema's maxItems: a delta is about a failure, not a cluster
@@ -128,3 +132,49 @@ def apply_delta(base: Mapping[str, Any], d: Mapping[str, Any]) -> dict[str, Any]
     out_parts += parts.values()
     return {**base, "taken_at": d["taken_at"], "brokers": out_brokers,
             "partitions": out_parts}
+
+
+def snapshot_with_delta(base: Snapshot, d: SnapshotDelta) -> Snapshot | None:
+    """`apply_delta` over a decoded snapshot: base + the checked delta ``d``, with the
+    partitions in the same order. Columns stay columns (the core builds the new ones, no
+    record made). None when the result's cross-references do not hold, or a figure does
+    not fit the core: the document path (`apply_delta`, then the snapshot's reader) then
+    says what is wrong."""
+    ids = d.broker_ids()
+    new = {b.id: Broker(b.id, b.rack, b.alive, tuple(
+        LogDir(x.path, x.online, x.total_bytes, x.usable_bytes, x.cordoned)
+        for x in b.log_dirs), b.replica_selector) for b in d.brokers}
+    brokers = tuple(new.pop(b.id, b) for b in base.brokers) + tuple(new.values())
+    dirs: dict[int, frozenset[str]] = {}
+    for b in brokers:
+        paths = frozenset(x.path for x in b.log_dirs)
+        if b.id in dirs or len(paths) != len(b.log_dirs):
+            return None
+        dirs[b.id] = paths
+    parts = base.partitions
+    merged: PartitionColumns | tuple[Partition, ...]
+    if isinstance(parts, PartitionColumns) and hasattr(parts.columns, "with_delta"):
+        try:
+            merged = PartitionColumns(parts.columns.with_delta(sorted(ids), [
+                (p.topic, p.partition, p.leader, list(p.isr),
+                 [(r.broker, r.log_dir, r.size_bytes) for r in p.replicas])
+                for p in d.partitions]))
+            holds = merged.columns.references_hold(
+                [(b, list(paths)) for b, paths in dirs.items()], NO_LEADER)
+        except OverflowError:  # a figure past 64 bits: the document path handles any int
+            return None
+    else:
+        by_key = {(p.topic, p.partition): p for p in d.partitions}
+        out = []
+        for p in parts:
+            found = by_key.pop((p.topic, p.partition), None)
+            if found is not None:
+                out.append(found)
+            elif not any(r.broker in ids for r in p.replicas):
+                out.append(p)
+        merged = (*out, *by_key.values())
+        holds = _references_hold(merged, dirs)
+    if not holds:
+        return None
+    return dataclasses.replace(base, taken_at=d.taken_at, brokers=brokers, partitions=merged,
+                               replicas_by_dir={})

@@ -3,16 +3,20 @@
 The detector keeps no snapshot in its state, only where the latest one sits on the bus;
 a decision brings that reference, the failure's delta when one came after it, and the
 dirs the detector holds offline. The snapshot is the one the driver keeps decoded
-(streams/keeper.py reads each new one ahead, off the batch's path), the delta is applied
-to it in memory (schemas/snapshot_delta.py), the held dirs are marked
+(streams/keeper.py reads each new one ahead, off the batch's path: the compiled core's
+columns, the same model `selfheal plan` reads; records without the core), the delta is
+applied to it in memory (schemas/snapshot_delta.py), the held dirs are marked
 offline in it (the snapshot may predate the failure: the gauge can beat the collector),
-and the planner for the decision's type runs on the whole cluster model. Each action
+and the planner for the decision's type runs on the whole cluster model. Where the
+result does not hold together, the document path (the snapshot's dict + the delta's,
+through the snapshot's reader) says what is wrong. Each action
 names only what its trigger is about: the partitions with a replica on the failed dir,
 the moves on the skewed broker. Same snapshot, same decision: same plan, same action id.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -34,7 +38,8 @@ from schemas.actions import build_action
 from schemas.records import Action, Receiving, Trigger
 from schemas.registry import RecordError
 from schemas.snapshot import SnapshotError, snapshot_from_dict
-from schemas.snapshot_delta import apply_delta, check_delta
+from schemas.snapshot_delta import apply_delta, check_delta, snapshot_with_delta
+from schemas.snapshot_types import Broker, LogDir, Snapshot
 from streams.detect_types import (
     ASSIGN_CONSUMERS,
     CORDON_DIR,
@@ -84,6 +89,33 @@ def mark_offline(doc: dict[str, Any], dirs: Iterable[tuple[int, str]]) -> None:
             b["log_dirs"].append({"path": path, "online": False})
 
 
+def with_dirs_marked(snapshot: Snapshot, offline: Iterable[tuple[int, str]],
+                     cordoned: Iterable[tuple[int, str]]) -> Snapshot:
+    """`mark_offline` then `mark_cordoned` on a decoded snapshot: a new one, the same as
+    the document path would read."""
+    brokers = {b.id: b for b in snapshot.brokers}
+    for broker, path in offline:
+        b = brokers.get(broker)
+        if b is None:
+            continue
+        if any(d.path == path for d in b.log_dirs):
+            dirs = tuple(dataclasses.replace(d, online=False, total_bytes=None,
+                                             usable_bytes=None) if d.path == path else d
+                         for d in b.log_dirs)
+        else:
+            dirs = (*b.log_dirs, LogDir(path, False))
+        brokers[broker] = dataclasses.replace(b, log_dirs=dirs)
+    for broker, path in cordoned:
+        b = brokers.get(broker)
+        if b is None or not any(d.path == path and d.online for d in b.log_dirs):
+            continue
+        brokers[broker] = dataclasses.replace(b, log_dirs=tuple(
+            dataclasses.replace(d, cordoned=True) if d.path == path else d
+            for d in b.log_dirs))
+    marked: tuple[Broker, ...] = tuple(brokers.values())
+    return dataclasses.replace(snapshot, brokers=marked, replicas_by_dir={})
+
+
 class Proposer:
     """Turns decisions into validated action records."""
 
@@ -97,8 +129,8 @@ class Proposer:
         self.keeper = keeper or SnapshotKeeper(read_snapshot)
         self._model: tuple[tuple[Any, ...], ClusterModel] | None = None
 
-    def base(self, ref: SnapshotRef, cluster_id: str) -> dict[str, Any]:
-        """The snapshot document at ``ref``, from memory when it is the one kept."""
+    def base(self, ref: SnapshotRef, cluster_id: str) -> Snapshot:
+        """The snapshot at ``ref``, from memory when it is the one kept."""
         return self.keeper.get(ref, cluster_id)
 
     def model(self, decision: Decision) -> ClusterModel:
@@ -111,18 +143,24 @@ class Proposer:
                decision.cordoned)
         if self._model is not None and self._model[0] == key:
             return self._model[1]
-        doc = self.base(ref, decision.cluster_id)
+        snapshot: Snapshot | None = self.base(ref, decision.cluster_id)
         if decision.delta is not None:
             raw = self.read_delta(decision.delta, decision.cluster_id)
             try:
-                check_delta(raw)
+                delta = check_delta(raw)
             except RecordError as exc:
                 raise LookupError(f"the delta at offset {decision.delta.offset}: {exc}") from None
-            doc = apply_delta(doc, msgspec.json.decode(raw))
-        doc = {**doc}
-        mark_offline(doc, decision.offline_dirs)
-        mark_cordoned(doc, decision.cordoned)
-        model = ClusterModel(snapshot_from_dict(doc))
+            assert snapshot is not None
+            snapshot = snapshot_with_delta(snapshot, delta)
+            if snapshot is None:  # does not hold together: the document path words why
+                doc = apply_delta(msgspec.json.decode(self.keeper.read(ref, decision.cluster_id)),
+                                  msgspec.json.decode(raw))
+                mark_offline(doc, decision.offline_dirs)
+                mark_cordoned(doc, decision.cordoned)
+                snapshot = snapshot_from_dict(doc)
+        assert snapshot is not None
+        model = ClusterModel(with_dirs_marked(snapshot, decision.offline_dirs,
+                                              decision.cordoned))
         self._model = (key, model)
         return model
 
@@ -176,29 +214,42 @@ class Proposer:
         broker, path = decision.broker, decision.log_dir
         degraded = broker in model.brokers_with_offline_dir
         # A replica on the dir: listed there, or with its dir unknown on that broker
-        # (DescribeLogDirs lists nothing of a failed dir).
-        on_dir = {
-            (p.topic, p.partition): max(r.size_bytes for r in p.replicas)
-            for p in model.partitions
-            for r in p.replicas
-            if r.broker == broker and (r.log_dir == path or (r.log_dir is None and degraded))
-        }
+        # (DescribeLogDirs lists nothing of a failed dir). From the per-dir index: no
+        # record made for a partition elsewhere (the model may be the core's columns).
+        on_dir: dict[tuple[str, int], int] = {}
+        index: dict[tuple[str, int], int] = {}
+        by_dir = model.replicas_by_dir
+        for slot in dict.fromkeys([(broker, path), *([(broker, None)] if degraded else [])]):
+            bucket = by_dir.get(slot)  # type: ignore[arg-type]
+            for i in bucket.partitions if bucket is not None else ():
+                p = model.partitions[i]
+                index[(p.topic, p.partition)] = i
+                on_dir[(p.topic, p.partition)] = max(r.size_bytes for r in p.replicas)
         where = f"log dir {path} on broker {broker} is offline"
         return self._re_replicate(decision, model, created, on_dir, where,
-                                  [path] if path else [])
+                                  [path] if path else [], index)
 
     def _fix_dead_broker(self, decision: Decision, model: ClusterModel,
                          created: str) -> list[Action]:
         broker = decision.broker
-        held = {(p.topic, p.partition): max(r.size_bytes for r in p.replicas)
-                for p in model.partitions for r in p.replicas if r.broker == broker}
-        return self._re_replicate(decision, model, created, held, decision.reason, [])
+        held: dict[tuple[str, int], int] = {}
+        index: dict[tuple[str, int], int] = {}
+        for (b, _), bucket in model.replicas_by_dir.items():
+            if b != broker:
+                continue
+            for i in bucket.partitions:
+                p = model.partitions[i]
+                index[(p.topic, p.partition)] = i
+                held[(p.topic, p.partition)] = max(r.size_bytes for r in p.replicas)
+        return self._re_replicate(decision, model, created, held, decision.reason, [], index)
 
     def _re_replicate(self, decision: Decision, model: ClusterModel, created: str,
                       on_dir: dict[tuple[str, int], int], where: str,
-                      dirs: list[str]) -> list[Action]:
-        """A fix for the partitions that lost a replica (``on_dir``: their sizes), and a
-        page for those reassignment cannot repair."""
+                      dirs: list[str],
+                      index: dict[tuple[str, int], int] | None = None) -> list[Action]:
+        """A fix for the partitions that lost a replica (``on_dir``: their sizes; ``index``:
+        where they are in the model, when known), and a page for those reassignment
+        cannot repair."""
         from core.plan.offline import plan_offline, received
 
         if not on_dir:
@@ -207,7 +258,7 @@ class Proposer:
         targets = tuple(a for a in plan.reassignment.partitions
                         if (a.topic, a.partition) in on_dir)
         lost = tuple(u for u in plan.unrecoverable if (u.topic, u.partition) in on_dir)
-        index = model.partition_index()
+        index = index if index is not None else model.partition_index()
         copied = 0
         for a in targets:
             before = {r.broker for r in model.partitions[index[(a.topic, a.partition)]].replicas}
@@ -217,7 +268,8 @@ class Proposer:
             reason = (f"{where}; {len(targets)} partition(s) lost their replica there: "
                       f"reassign them to healthy brokers, rack-aware ({human_bytes(copied)} "
                       "to copy)")
-            got = [Receiving(r.broker, r.bytes, r.replicas) for r in received(model, targets)]
+            got = [Receiving(r.broker, r.bytes, r.replicas)
+                   for r in received(model, targets, index)]
             out.append(self._action(decision, FIX_OFFLINE,
                                     OfflinePlan(Reassignment(targets), lost), reason, created,
                                     copied, got))

@@ -134,11 +134,12 @@ def _unrecoverable(p: Partition, reason: str) -> Unrecoverable:
     return Unrecoverable(p.topic, p.partition, tuple(r.broker for r in p.replicas), reason)
 
 
-def received(model: ClusterModel, targets: Iterable[PartitionAssignment]
-             ) -> tuple[recovery.Received, ...]:
+def received(model: ClusterModel, targets: Iterable[PartitionAssignment],
+             index: dict[tuple[str, int], int] | None = None) -> tuple[recovery.Received, ...]:
     """Bytes and new replicas per receiving broker (a new replica copies the partition's
-    largest replica), by broker id."""
-    index = model.partition_index()
+    largest replica), by broker id; ``index``: where the targets are in the model, when
+    the caller knows (else every partition is indexed)."""
+    index = index if index is not None else model.partition_index()
     new: list[tuple[int, int]] = []
     for a in targets:
         p = model.partitions[index[(a.topic, a.partition)]]

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
+use crate::columns_delta;
 use crate::columns_model;
 use crate::scan::{self, NONE};
 
@@ -128,6 +129,17 @@ impl Columns {
         slots: Vec<(i64, Option<String>)>,
     ) -> PyResult<Option<columns_model::DirLists>> {
         columns_model::dir_index(py, self, &slots)
+    }
+
+    /// These columns + a failure's delta (`columns_delta::with_delta`), as new columns:
+    /// `brokers` the delta's, `parts` its partitions.
+    fn with_delta(
+        &self,
+        py: Python<'_>,
+        brokers: Vec<i64>,
+        parts: Vec<columns_delta::NewPartition>,
+    ) -> Columns {
+        py.detach(|| columns_delta::with_delta(self, &brokers, &parts))
     }
 
     /// (topic, partition, leader, replica brokers) of partition `i`.

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 
 mod checks;
 mod columns;
+mod columns_delta;
 mod columns_model;
 mod disk_plan;
 mod disks;

@@ -7,6 +7,7 @@ import threading
 
 import msgspec
 
+from streams import keeper as kept
 from streams.detect_types import SnapshotRef
 from streams.keeper import SnapshotKeeper
 
@@ -31,7 +32,7 @@ class Reads:
 
 def test_a_kept_snapshot_is_read_ahead_on_its_own_thread_and_used_from_memory():
     here, ahead = Reads(), Reads()
-    keeper = SnapshotKeeper(here, ahead)
+    keeper = SnapshotKeeper(here, ahead, decoder=msgspec.json.decode)
     keeper.keep(ref(5), "c1")
     assert keeper.get(ref(5), "c1") == {"offset": 5, "cluster": "c1"}
     assert keeper.get(ref(5), "c1") == {"offset": 5, "cluster": "c1"}
@@ -42,7 +43,7 @@ def test_a_kept_snapshot_is_read_ahead_on_its_own_thread_and_used_from_memory():
 
 def test_an_older_snapshot_does_not_displace_a_newer_one_and_each_cluster_has_its_own():
     here, ahead = Reads(), Reads()
-    keeper = SnapshotKeeper(here, ahead)
+    keeper = SnapshotKeeper(here, ahead, decoder=msgspec.json.decode)
     keeper.keep(ref(9), "c1")
     keeper.get(ref(9), "c1")
     keeper.keep(ref(3), "c1")
@@ -54,7 +55,7 @@ def test_an_older_snapshot_does_not_displace_a_newer_one_and_each_cluster_has_it
 
 def test_a_failed_read_ahead_is_read_again_where_it_is_needed():
     here = Reads()
-    keeper = SnapshotKeeper(here, Reads(fail=True))
+    keeper = SnapshotKeeper(here, Reads(fail=True), decoder=msgspec.json.decode)
     keeper.keep(ref(5), "c1")
     assert keeper.get(ref(5), "c1")["offset"] == 5
     keeper.close()
@@ -63,14 +64,14 @@ def test_a_failed_read_ahead_is_read_again_where_it_is_needed():
 
 def test_a_snapshot_never_kept_is_read_in_place():
     here = Reads()
-    keeper = SnapshotKeeper(here)
+    keeper = SnapshotKeeper(here, decoder=msgspec.json.decode)
     keeper.keep(ref(5), "c1")  # no reader of its own: nothing read ahead
     assert keeper.get(ref(7), "c1")["offset"] == 7 and here.calls == [(7, "c1")]
 
 
 def test_only_the_most_recently_used_clusters_are_kept():
     here, ahead = Reads(), Reads()
-    keeper = SnapshotKeeper(here, ahead, most=2)
+    keeper = SnapshotKeeper(here, ahead, most=2, decoder=msgspec.json.decode)
     for n, cluster in enumerate(("c1", "c2", "c3")):
         keeper.keep(ref(n), cluster)
         keeper.get(ref(n), cluster)
@@ -78,3 +79,17 @@ def test_only_the_most_recently_used_clusters_are_kept():
     keeper.get(ref(2), "c3")  # still kept
     keeper.close()
     assert here.calls == [(0, "c1")] and len(ahead.calls) == 3
+
+
+def test_the_job_keeps_a_snapshot_as_the_planners_read_it():
+    from schemas.snapshot_columns import PartitionColumns
+    from schemas.snapshot_types import Snapshot
+    from tests.unit.plan_snapshots import broker, doc, partition
+
+    raw = msgspec.json.encode(doc([broker(0), broker(1)], [partition("t", 0, [0, 1])]))
+    keeper = SnapshotKeeper(lambda at, cluster_id: raw)  # the job's decoder, by default
+    snapshot = keeper.get(ref(1), "c1")
+    again = kept.decode(raw)
+    assert isinstance(snapshot, Snapshot) and snapshot.brokers == again.brokers
+    assert tuple(snapshot.partitions) == tuple(again.partitions)
+    assert isinstance(snapshot.partitions, PartitionColumns | tuple)
