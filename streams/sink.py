@@ -145,3 +145,4 @@ class BatchSink:
         self.proposer.keeper.close()
         self.reader.close()
         self.ahead.close()
+        self.chunks.close()
