@@ -296,17 +296,15 @@ def submitted() -> bool:
 def _session(config: Config, options: JobOptions) -> Any:
     """The session: under spark-submit, with the master, jars and Python that
     spark-submit was given; else streams.spark's (local, the connector it finds)."""
-    from streams import spark as spark_session
-
     if submitted() and options.master is None:
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.appName("selfheal-stream")
         for key, value in spark_conf().items():
             builder = builder.config(key, value)
-        spark = builder.getOrCreate()
-        spark_session.import_short_names(spark)
-        return spark
+        return builder.getOrCreate()
+    from streams import spark as spark_session
+
     return spark_session.session("selfheal-stream", master=options.master,
                                  extra_conf=spark_conf())
 

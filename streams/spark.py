@@ -110,27 +110,7 @@ def session(app_name: str = "kafka-selfheal", master: str | None = None,
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    import_short_names(spark)
-    return spark
-
-
-# Classes pyspark's own code names by their short name once per micro-batch: a query
-# progress event with observed metrics (the job's prescreen counts) reads them through
-# `_jvm.PythonSQLUtils`. py4j resolves a short name by trying it bare, then each
-# imported name, then each wildcard-imported package, and every miss makes the JVM
-# search each jar on the classpath: a JFR profile of an idle batch found a quarter of
-# the driver JVM's sampled time in those searches. Imported by full name, it is found
-# after one miss instead of up to seven.
-SHORT_NAMES = ("org.apache.spark.sql.api.python.PythonSQLUtils",)
-
-
-def import_short_names(spark: Any) -> None:
-    """Import `SHORT_NAMES` by their full names into the session's JVM view."""
-    from py4j.java_gateway import java_import
-
-    for name in SHORT_NAMES:
-        java_import(spark.sparkContext._jvm, name)
+    return builder.getOrCreate()
 
 
 def _launch_driver_jvm(settings: dict[str, str]) -> None:
