@@ -108,9 +108,8 @@ class CostJob:
 
         ensure_topics(config)
         self.spark = spark.session("selfheal-stream-cost",
-                                   extra_conf={**job.spark_conf(config, None), **(conf or {})})
+                                   extra_conf={**job.spark_conf(), **(conf or {})})
         self.spark.sparkContext.setLogLevel("ERROR")
-        query.warm_up(self.spark, query.validate_tasks(self.spark, config))
         self.progress: list[tuple[int, dict[str, int]]] = []
         progress = self.progress
 
@@ -129,8 +128,9 @@ class CostJob:
                 pass
 
         self.spark.streams.addListener(Listener())
-        self.sink = sink.BatchSink(config, StreamMetrics(), lambda line: None)
         options = query.JobOptions.from_config(config)
+        self.sink = sink.BatchSink(config, StreamMetrics(), lambda line: None,
+                                   options.checkpoint)
         self.query = query.build_query(self.spark, config, options, self.sink)
         self.sink.gate.query = self.query
         self.wait_batches(1)  # the first batch resolves "latest"

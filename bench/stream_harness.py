@@ -28,9 +28,8 @@ class Job:
         ensure_topics(config)
         self.config = config
         self.spark = spark.session("selfheal-stream-bench",
-                                   extra_conf=job.spark_conf(config, None))
+                                   extra_conf=job.spark_conf())
         self.spark.sparkContext.setLogLevel("ERROR")
-        query.warm_up(self.spark, query.validate_tasks(self.spark, config))
         self.progress: list[tuple[float, int, float]] = []  # (at, rows, seconds)
         # Spark's durationMs of each batch, in the same order (addBatch, queryPlanning, ...)
         self.phases: list[dict[str, int]] = []
@@ -52,8 +51,9 @@ class Job:
                 pass
 
         self.spark.streams.addListener(Listener())
-        self.sink = sink.BatchSink(config, StreamMetrics(), lambda line: None)
         options = query.JobOptions.from_config(config)
+        self.sink = sink.BatchSink(config, StreamMetrics(), lambda line: None,
+                                   options.checkpoint)
         self.query = query.build_query(self.spark, config, options, self.sink)
         self.sink.gate.query = self.query
         while not self.progress:  # the first batch resolves "latest"

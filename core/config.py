@@ -221,12 +221,14 @@ class StreamConfig:
     http_host: str = _field("127.0.0.1", doc="Where the job serves its /metrics.")
     metrics_http_port: int = _field(0, port, doc="The job's /metrics port (0: a free one, "
                                                  "printed).")
+    # Read, no longer used: validation and the detector's state moved to the driver
+    # (docs/streaming.md); kept so that files naming them still load.
     validate_tasks: int = _field(
-        1, at_least(0), doc="Tasks validating a micro-batch; each Great Expectations run "
-                            "costs ~0.15 s before its first row. 0: one per core.")
+        1, at_least(0), doc="Unused: records are validated on the driver, in one batch "
+                            "(kept so that files naming it still load).")
     state_partitions: int = _field(
-        1, positive, doc="Partitions of the detector's state (keyed by cluster); fixed when "
-                         "a checkpoint is created.")
+        1, positive, doc="Unused: the detector's state is the driver's, in the checkpoint "
+                         "(kept so that files naming it still load).")
     query_restarts: int = _field(
         5, at_least(0), doc="A query that fails while it runs starts again from its "
                             "checkpoint this many times in a row (5 s apart, doubling to a "

@@ -57,12 +57,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--master", metavar="URL",
                    help="Spark master: local[N], spark://HOST:PORT (a standalone cluster), "
                    "yarn or k8s://URL (default: $SELFHEAL_SPARK_MASTER or local[2]; under "
-                   "spark-submit, its own). On a cluster the executors run this Python "
-                   "($PYSPARK_PYTHON to name another: it needs this package), get 1 core "
-                   "and $SELFHEAL_SPARK_EXECUTOR_MEMORY (768m) each, at most "
-                   "$SELFHEAL_SPARK_CORES_MAX (2) cores, and must reach the driver "
-                   "($SELFHEAL_SPARK_DRIVER_HOST, default 127.0.0.1) and the --checkpoint "
-                   "dir (shared storage when they run on other machines)")
+                   "spark-submit, its own). On a cluster the executors read the bus with Spark's "
+                   "Kafka connector (no Python runs on them; the checkpoint is the "
+                   "driver's), get 1 core and $SELFHEAL_SPARK_EXECUTOR_MEMORY (768m) each, "
+                   "at most $SELFHEAL_SPARK_CORES_MAX (2) cores, and must reach the driver "
+                   "($SELFHEAL_SPARK_DRIVER_HOST, default 127.0.0.1) and the bus")
     p.set_defaults(func=_run)
 
 

@@ -2,21 +2,23 @@
 
     Kafka source (broker-metrics, logdir-events, cluster-snapshots)
       -> in the JVM, drop certainly-valid partition-size samples (streams/prescreen.py)
-      -> mapInPandas: decode, validate with Great Expectations, keep what detection
-         reads (streams/signals.py); bad records become dead letters here
-      -> event-time watermark; groupBy(cluster) -> applyInPandasWithState on the
-         in-memory (HDFS-backed) state store: the detector (streams/stateful.py,
-         streams/detect.py)
-      -> foreachBatch on the driver: plan (streams/propose.py), sign and produce actions
-         and dead letters, count (streams/metrics.py)
+      -> foreachBatch on the driver (streams/sink.py), one collect a batch:
+         decode, validate with Great Expectations, keep what detection reads
+         (streams/signals.py; bad records become dead letters here);
+         the detector per cluster (streams/stateful.py, streams/detect.py) from the state
+         the batch before left in the checkpoint (streams/batch_state.py);
+         plan (streams/propose.py), sign and produce actions and dead letters, count
+         (streams/metrics.py)
 
-The query is defined in streams/query.py, its foreachBatch body in streams/sink.py; this
-module is the job's lifecycle: session, start, the stop between batches, the exit code.
+The query is defined in streams/query.py; this module is the job's lifecycle: session,
+start, the stop between batches, the exit code.
 
-One query, so one checkpoint holds the Kafka offsets and the detector's state together:
-a restart resumes both, and a replayed batch re-derives the same decisions from the same
-state, hence the same action ids. The planners run on the driver: they need the whole
-cluster model, which only the decisions that need it read back from the bus.
+One query, one checkpoint: Spark's offset and commit logs, and the detector's state
+per batch beside them, so a restart resumes both, and a replayed batch re-derives the
+same decisions from the same state, hence the same action ids. Everything after the
+JVM's prescreen runs on the driver: what reaches Python is small (gauges, events,
+snapshots), and each Spark stage or Python worker a batch needs costs it time however
+few rows it has (docs/streaming.md).
 """
 
 from __future__ import annotations
@@ -32,40 +34,18 @@ from typing import Any
 
 from core.config import Config
 from streams.metrics import StreamMetrics, progress_listener
-from streams.query import (
-    INPUT_TOPICS,
-    PRESCREEN,
-    STATE_STORE,
-    JobError,
-    JobOptions,
-    Say,
-    build_query,
-    validate_tasks,
-    warm_up,
-)
+from streams.query import INPUT_TOPICS, PRESCREEN, JobError, JobOptions, Say, build_query
 from streams.sink import BatchSink
 
 
-def spark_conf(config: Config, master: str | None) -> dict[str, str]:
+def spark_conf() -> dict[str, str]:
     """The session settings the job needs on top of streams.spark's."""
-    conf = {
-        # The detector's state is one small JSON per cluster: the in-memory store costs a
-        # batch ~0.4 CPU s less than RocksDB (docs/streaming.md). Spark keeps the provider
-        # a checkpoint was made with, so older checkpoints stay on RocksDB.
-        "spark.sql.streaming.stateStore.providerClass": STATE_STORE,
-        # Such a RocksDB checkpoint commits only the changes of each batch.
-        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-        "spark.sql.shuffle.partitions": str(config.stream.state_partitions),
-        # The detector has no timeouts: a batch without data would only cost time.
+    return {
+        # A batch without data would only cost time (the query has no stateful operator,
+        # so Spark would run none anyway; said here so that none is ever added unnoticed).
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",
         "spark.ui.showConsoleProgress": "false",  # the job prints its own line per batch
     }
-    if (master or os.environ.get("SELFHEAL_SPARK_MASTER", "local")).startswith("local") \
-            and not submitted():
-        # Python workers must be this interpreter (pandas, pyarrow, GX, this package);
-        # on a cluster, spark-submit's PYSPARK_PYTHON says which.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    return conf
 
 
 def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
@@ -96,9 +76,8 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
         say(f"metrics on http://{config.stream.http_host}:{port}/metrics")
         spark = _session(config, options)
         spark.sparkContext.setLogLevel("ERROR")
-        warm_up(spark, validate_tasks(spark, config))
         spark.streams.addListener(progress_listener(metrics, say, PRESCREEN))
-        sink = BatchSink(config, metrics, say)
+        sink = BatchSink(config, metrics, say, options.checkpoint)
         restarts = Restarts(config.stream.query_restarts)
         while True:
             query = _start(spark, config, options, sink)
@@ -321,13 +300,13 @@ def _session(config: Config, options: JobOptions) -> Any:
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.appName("selfheal-stream")
-        for key, value in spark_conf(config, "submitted").items():
+        for key, value in spark_conf().items():
             builder = builder.config(key, value)
         return builder.getOrCreate()
     from streams import spark as spark_session
 
     return spark_session.session("selfheal-stream", master=options.master,
-                                 extra_conf=spark_conf(config, options.master))
+                                 extra_conf=spark_conf())
 
 
 def _print(line: str) -> None:

@@ -1,17 +1,14 @@
-"""The job's streaming query: Kafka sources, the JVM prescreen, decode and validate,
-the detector on the state store, and the foreachBatch sink (streams/sink.py)."""
+"""The job's streaming query: Kafka sources and the JVM prescreen, into the foreachBatch
+sink (streams/sink.py), which decodes, validates and detects on the driver."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from core.config import Config
-from streams.detect_types import DetectSettings
-from streams.stateful import OUTCOME_DDL, STATE_DDL
 
 INPUT_TOPICS = {"broker-metrics": "broker-metric", "logdir-events": "logdir-event",
                 "cluster-snapshots": "cluster-snapshot"}
@@ -77,56 +74,14 @@ class JobOptions:
         return cls(**values)
 
 
-def _warm(frames: Any) -> Any:
-    import pandas as pd
-
-    from streams.validate import suites
-
-    suites()  # imports GX and builds the suites in this Python worker
-    for _ in frames:
-        pass
-    yield pd.DataFrame({"ready": [True]})
-
-
-def validate_tasks(spark: Any, config: Config) -> int:
-    """Tasks that decode and validate a micro-batch (`[stream] validate_tasks`, 0: one
-    per core)."""
-    return max(1, config.stream.validate_tasks or spark.sparkContext.defaultParallelism)
-
-
-def warm_up(spark: Any, tasks: int) -> None:
-    """Start ``tasks`` Python workers with GX loaded before the query does (the first
-    batch would otherwise take seconds more), and fail here, plainly, if the executors'
-    Python lacks what the job needs.
-
-    As many as validate at once (`validate_tasks`), not one per core: the detector's
-    task runs in the next stage, on an idle worker, and loading GX costs each worker
-    ~5 s of CPU (scipy, altair, sqlalchemy come with it)."""
-    tasks = max(1, min(tasks, spark.sparkContext.defaultParallelism))
-    try:
-        spark.range(tasks, numPartitions=tasks).mapInPandas(_warm, "ready BOOLEAN").collect()
-    except Exception as exc:
-        raise JobError(
-            "the Spark executors cannot run the job's Python code (they need this package "
-            "with pandas, pyarrow and great-expectations; set PYSPARK_PYTHON to a Python "
-            f"that has them): {str(exc).splitlines()[0]}") from exc
-
-
 def build_query(spark: Any, config: Config, options: JobOptions,
                 sink: Callable[[Any, int], None]) -> Any:
     """Define and start the streaming query."""
     from pyspark.sql import functions as F
-    from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from core.bus import client_config
     from core.security import spark_options
-    from streams.facts import FactLimits
     from streams.prescreen import fast_path
-    from streams.signals import SIGNAL_DDL, to_signals
-    from streams.snapshot_reader import BusChunks
-    from streams.stateful import detect_group
 
-    topics = {config.topic(name): schema for name, schema in INPUT_TOPICS.items()}
     stream = config.stream
 
     def read(name: str, limit: int | None = None) -> Any:
@@ -161,21 +116,9 @@ def build_query(spark: Any, config: Config, options: JobOptions,
     )
     source = metrics.unionByName(read("logdir-events")).unionByName(
         read("cluster-snapshots", stream.max_snapshots_per_trigger))
-    # Not one validating task per topic partition: each GX run has a fixed cost, so
-    # fewer, bigger frames are cheaper.
-    signals = (
-        source.coalesce(validate_tasks(spark, config))
-        .mapInPandas(partial(to_signals, schemas=topics,
-                             limits=FactLimits.from_config(config.detect),
-                             # a manifest whose chunks are not in its batch
-                             chunk_source=BusChunks(client_config(config))),
-                     SIGNAL_DDL)
-        .withWatermark("event_ts", f"{stream.watermark_delay_seconds} seconds")
-    )
-    outcomes = signals.groupBy("key").applyInPandasWithState(
-        detect_group(DetectSettings.from_config(config.detect)), OUTCOME_DDL, STATE_DDL,
-        "append", GroupStateTimeout.NoTimeout)
-    writer = (outcomes.writeStream.queryName(QUERY_NAME).foreachBatch(sink)
+    # Decoding, validation and detection happen in the sink, on the driver: one collect a
+    # batch, no Python worker, no shuffle, no state store (docs/streaming.md).
+    writer = (source.writeStream.queryName(QUERY_NAME).foreachBatch(sink)
               .option("checkpointLocation", str(options.checkpoint)))
     if options.available_now:
         writer = writer.trigger(availableNow=True)

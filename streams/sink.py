@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 from core import bus, clock
 from core.config import Config
-from streams.detect_types import Decision, SnapshotRef
+from streams.batch_state import BatchState
+from streams.detect_types import Decision, DetectSettings, SnapshotRef
 from streams.keeper import SnapshotKeeper
 from streams.metrics import BatchOutput, StreamMetrics
 from streams.propose import Proposer, describe
-from streams.query import Say
+from streams.query import INPUT_TOPICS, Say
+from streams.signals import to_signals
 from streams.stateful import DEAD_LETTER, DECISION, KEEP, NOTE
 from streams.stopping import StopGate
 
@@ -23,10 +26,13 @@ class BatchSink:
     """The foreachBatch body: decisions become actions; actions and dead letters go to
     the bus; a failed delivery fails the batch, which Spark then runs again."""
 
-    def __init__(self, config: Config, metrics: StreamMetrics, say: Say) -> None:
-        from core.bus import producer
+    def __init__(self, config: Config, metrics: StreamMetrics, say: Say,
+                 checkpoint: Path) -> None:
+        from core.bus import client_config, producer
         from core.signing import signer
-        from streams.snapshot_reader import SnapshotReader
+        from streams.facts import FactLimits
+        from streams.snapshot_reader import BusChunks, SnapshotReader
+        from streams.validate import suites
 
         self.config = config
         self.metrics = metrics
@@ -41,6 +47,13 @@ class BatchSink:
         self.actions_topic = config.topic("actions")
         self.dead_letter_topic = config.topic("dead-letter")
         self.gate = StopGate()  # the job stops its query at the end of a body
+        self.state = BatchState(checkpoint, DetectSettings.from_config(config.detect),
+                                int(config.stream.watermark_delay_seconds * 1000))
+        self.topics = {config.topic(name): schema for name, schema in INPUT_TOPICS.items()}
+        self.limits = FactLimits.from_config(config.detect)
+        # a manifest whose chunks are not in its batch
+        self.chunks = BusChunks(client_config(config))
+        suites()  # GX imported and the suites built before the first batch
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         self.gate.enter()
@@ -51,7 +64,7 @@ class BatchSink:
 
     def _write(self, frame: Any, batch_id: int) -> None:
         began = time.monotonic()
-        rows = frame.collect()
+        outcomes, after = self.state.step(batch_id, self._signals(frame))
         planned = time.monotonic()
         output = BatchOutput(phases={"rows": planned - began})
         errors: list[str] = []
@@ -60,23 +73,23 @@ class BatchSink:
             if err is not None:
                 errors.append(f"{msg.topic()}: {err}")
 
-        for row in rows:
-            if row.kind == DEAD_LETTER:
-                letter = json.loads(row.body)
-                bus.produce(self.producer, self.dead_letter_topic, row.body.encode("utf-8"),
+        for cluster, kind, body in outcomes:
+            if kind == DEAD_LETTER:
+                letter = json.loads(body)
+                bus.produce(self.producer, self.dead_letter_topic, body.encode("utf-8"),
                             letter["source_topic"].encode("utf-8"), on_delivery=delivered)
                 self.metrics.dead_letters.labels(letter["source_topic"]).inc()
                 output.dead_letters += 1
-            elif row.kind == NOTE:
-                self.say(f"note ({row.cluster_id}): {row.body}")
+            elif kind == NOTE:
+                self.say(f"note ({cluster}): {body}")
                 self.metrics.notes.inc()
                 output.notes += 1
-            elif row.kind == KEEP:
-                self.proposer.keeper.keep(SnapshotRef(**json.loads(row.body)), row.cluster_id)
-        for row in rows:
-            if row.kind != DECISION:
+            elif kind == KEEP:
+                self.proposer.keeper.keep(SnapshotRef(**json.loads(body)), cluster)
+        for _, kind, body in outcomes:
+            if kind != DECISION:
                 continue
-            decision = Decision.from_json(row.body)
+            decision = Decision.from_json(body)
             actions = self.proposer.actions(decision)
             if not actions:
                 self.say(f"{decision.type} ({decision.cluster_id}): {decision.reason}; the "
@@ -105,10 +118,31 @@ class BatchSink:
             why = "; ".join(failures[:3]) or "not acknowledged within 30 s"
             raise RuntimeError(f"batch {batch_id}: {len(failures) + left} record(s) not "
                                f"delivered to the bus ({why})")
+        self.state.commit(batch_id, after)
         self.metrics.batch_written(batch_id, output)
+
+    def _signals(self, frame: Any) -> list[Any]:
+        """The batch's Kafka rows decoded and validated here, on the driver
+        (streams/signals.py): one collect, no Python worker."""
+        import pandas as pd
+        from pyspark.sql import functions as F
+
+        raw = frame.select("topic", "partition", "offset",
+                           F.unix_millis("timestamp").alias("ms"), "value").collect()
+        if not raw:
+            return []
+        kafka = pd.DataFrame({
+            "topic": [r.topic for r in raw], "partition": [r.partition for r in raw],
+            "offset": [r.offset for r in raw],
+            "timestamp": pd.to_datetime([r.ms for r in raw], unit="ms"),
+            "value": [None if r.value is None else bytes(r.value) for r in raw]})
+        return [row for out in to_signals(iter([kafka]), self.topics, self.limits,
+                                          self.chunks)
+                for row in out.itertuples(index=False)]
 
     def close(self) -> None:
         self.producer.flush(10.0)
         self.proposer.keeper.close()
         self.reader.close()
         self.ahead.close()
+        self.chunks.close()

@@ -201,9 +201,9 @@ def find_chunks(consumer: Any, topic: str, partition: int, manifest_offset: int,
 
 
 class BusChunks:
-    """`find_chunks` from where the config is not (the job's executors): built from the
-    bus's client settings (`core.bus.client_config`, security included), picklable (its
-    consumer is made on first use, in the process that uses it, and kept there)."""
+    """`find_chunks` from the bus's client settings (`core.bus.client_config`, security
+    included), for the job's decode step; picklable (its consumer is made on first use,
+    in the process that uses it, and kept there until `close`)."""
 
     def __init__(self, client: dict[str, Any], timeout: float = 10.0) -> None:
         # The logger object does not pickle; consumer_on adds its own.
@@ -233,6 +233,12 @@ class BusChunks:
             self._consumer.close()  # a fresh connection next time
             self._consumer = None
             raise
+
+    def close(self) -> None:
+        """Close the consumer, if one was made."""
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
 
 
 def read_latest(config: Config, cluster_id: str, timeout: float = 30.0) -> bytes:

@@ -1,10 +1,10 @@
-"""The job's stateful step: one group per cluster, the detector's state in the state store.
+"""The job's stateful step: the detector, one cluster at a time, on the driver.
 
-`applyInPandasWithState` calls `detect_group` with one cluster's signals of a micro-batch
-and that cluster's `ClusterState` (a JSON string in the state store). It steps the pure
-`streams.detect.Detector` and emits decisions and notes; dead letters (key "") pass
-straight through, so the batch sink sees everything in one frame. No timeout: late
-records are never dropped by Spark here (the detector orders evidence by event time
+`step_cluster` takes one cluster's signal rows of a micro-batch and that cluster's
+`ClusterState` (JSON, kept between batches by streams/batch_state.py), steps the pure
+`streams.detect.Detector` and returns decisions, notes and the snapshot to keep; dead
+letters (key "") pass straight through, so the batch sink sees everything in one list.
+Late records are never dropped here (the detector orders evidence by event time
 itself); the event-time watermark expires failure signals that no dir explains.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterator
 from typing import Any
 
 from schemas.snapshot_delta import check_delta
@@ -34,21 +33,27 @@ from streams.detect_types import (
 )
 from streams.signals import BACK, DELTA, FAILURE, GONE, ONLINE, REJECT, SNAPSHOT
 
-OUTCOME_DDL = "cluster_id STRING, kind STRING, body STRING"
-STATE_DDL = "state STRING"
-
-# kind values of the outcome rows
+# kind values of the outcomes
 DECISION = "decision"  # body: Decision JSON
 NOTE = "note"  # body: text for the operator
 DEAD_LETTER = "dead_letter"  # body: DeadLetter JSON
 KEEP = "keep"  # body: the SnapshotRef JSON of the cluster's newer full snapshot
 
 
+def event_ms(value: Any) -> int:
+    """A signal row's event time in epoch ms: as collected (ms already), or a timestamp."""
+    if type(value) is int:
+        return value
+    import pandas as pd
+
+    return int(pd.Timestamp(value).value // 1_000_000)  # ns -> ms
+
+
 def signal_of(row: Any) -> Signal:
     """One signal row (streams.signals) as the detector's type."""
     import pandas as pd
 
-    ms = int(pd.Timestamp(row.event_ts).value // 1_000_000)  # ns -> ms
+    ms = event_ms(row.event_ts)
     broker = None if pd.isna(row.broker) else int(row.broker)
     if row.kind == FAILURE:
         return Failure(ms, row.source or LOGDIR_EVENT, broker, row.log_dir or None)
@@ -79,42 +84,27 @@ def dead_letter(note: Note) -> str:
     return letter.to_json().decode("utf-8")
 
 
-def detect_group(settings: DetectSettings) -> Callable[..., Iterator[Any]]:
-    """The function `applyInPandasWithState` runs per (cluster key, micro-batch)."""
+Outcome = tuple[str, str, str]  # (cluster id, "" for none; kind; body)
 
-    def run(key: tuple[str], frames: Iterator[Any], state: Any) -> Iterator[Any]:
-        import pandas as pd
 
-        cluster = key[0]
-        rows = [r for frame in frames for r in frame.itertuples(index=False)]
-        out: dict[str, list[str | None]] = {"cluster_id": [], "kind": [], "body": []}
-
-        def emit(kind: str, body: str) -> None:
-            out["cluster_id"].append(cluster or None)
-            out["kind"].append(kind)
-            out["body"].append(body)
-
-        for r in rows:
-            if r.kind == REJECT:
-                emit(DEAD_LETTER, r.body)
-        signals = [signal_of(r) for r in rows if r.kind != REJECT]
-        if cluster and signals:
-            current = ClusterState.from_json(state.get[0]) if state.exists else ClusterState()
-            before = current.snapshot
-            decisions, notes = Detector(settings).step(
-                cluster, current, signals, state.getCurrentWatermarkMs())
-            state.update((current.to_json(),))
-            if current.snapshot is not None and current.snapshot != before:
-                # the driver reads it ahead, for the next failure's plan (streams/keeper.py)
-                emit(KEEP, json.dumps(dataclasses.asdict(current.snapshot)))
-            for d in decisions:
-                emit(DECISION, d.to_json())
-            for n in notes:
-                if n.letter is not None:
-                    emit(DEAD_LETTER, dead_letter(n))
-                else:
-                    emit(NOTE, n.text)
-        if out["kind"]:  # no empty frames through Arrow (see streams.signals.to_signals)
-            yield pd.DataFrame(out, columns=["cluster_id", "kind", "body"])
-
-    return run
+def step_cluster(settings: DetectSettings, cluster: str, rows: list[Any], state: str | None,
+                 watermark_ms: int) -> tuple[list[Outcome], str | None]:
+    """One cluster's signal rows of a micro-batch through the detector, from its state
+    before the batch (`ClusterState` JSON, None: none yet): the outcomes and the state
+    after it. Dead letters (key "") pass straight through. Pure: the same rows and
+    state give the same outcomes, so a batch run again decides again the same."""
+    out: list[Outcome] = [(cluster, DEAD_LETTER, r.body) for r in rows
+                          if r.kind == REJECT]
+    signals = [signal_of(r) for r in rows if r.kind != REJECT]
+    if not (cluster and signals):
+        return out, state
+    current = ClusterState.from_json(state) if state is not None else ClusterState()
+    before = current.snapshot
+    decisions, notes = Detector(settings).step(cluster, current, signals, watermark_ms)
+    if current.snapshot is not None and current.snapshot != before:
+        # the driver reads it ahead, for the next failure's plan (streams/keeper.py)
+        out.append((cluster, KEEP, json.dumps(dataclasses.asdict(current.snapshot))))
+    out += [(cluster, DECISION, d.to_json()) for d in decisions]
+    out += [(cluster, DEAD_LETTER, dead_letter(n)) if n.letter is not None
+            else (cluster, NOTE, n.text) for n in notes]
+    return out, current.to_json()

@@ -46,8 +46,8 @@ def test_a_master_spark_cannot_parse_is_refused_with_the_forms_it_takes():
 
 def test_help_says_what_executors_on_a_cluster_need():
     done = stream("--help")
-    for words in ("spark://HOST:PORT", "$PYSPARK_PYTHON", "$SELFHEAL_SPARK_EXECUTOR_MEMORY",
-                  "shared storage"):
+    for words in ("spark://HOST:PORT", "no Python runs on them",
+                  "$SELFHEAL_SPARK_EXECUTOR_MEMORY", "the checkpoint is the driver's"):
         assert words in " ".join(done.stdout.split()), words
 
 

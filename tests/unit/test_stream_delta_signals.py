@@ -9,10 +9,10 @@ from typing import Any
 
 from schemas.registry import validate
 from schemas.snapshot_delta import make_delta
-from streams.detect_types import FIX_OFFLINE, Decision, DetectSettings
+from streams.detect_types import FIX_OFFLINE, Decision
 from streams.signals import DELTA, REJECT
-from streams.stateful import DEAD_LETTER, DECISION, detect_group
-from tests.unit.test_stream_signals import FakeState, signals
+from streams.stateful import DEAD_LETTER, DECISION
+from tests.unit.test_stream_signals import Batches, signals
 from tests.unit.test_stream_validate import EVENT
 from tests.unit.test_stream_validate import SNAPSHOT as BASE
 
@@ -48,22 +48,22 @@ def decisions(out: Any) -> list[Decision]:
             if k == DECISION]
 
 
-def test_the_fix_is_planned_at_the_delta_from_the_snapshot_before_it():
-    step, state = detect_group(DetectSettings()), FakeState()
-    list(step(("c1",), iter([signals(("s", BASE))]), state))
-    (out,) = step(("c1",), iter([signals(("e", NOTIFIED), ("s", delta()))]), state)
+def test_the_fix_is_planned_at_the_delta_from_the_snapshot_before_it(tmp_path):
+    step = Batches(tmp_path)
+    step(signals(("s", BASE)))
+    out = step(signals(("e", NOTIFIED), ("s", delta())))
     fix = next(d for d in decisions(out) if d.type == FIX_OFFLINE)
     assert (fix.broker, fix.log_dir) == (0, "/d1")
     assert fix.snapshot.offset == 0 and fix.delta is not None  # the base, and the delta
 
 
-def test_a_delta_naming_a_broker_the_snapshot_lacks_is_a_dead_letter():
-    step, state = detect_group(DetectSettings()), FakeState()
-    list(step(("c1",), iter([signals(("s", BASE))]), state))
+def test_a_delta_naming_a_broker_the_snapshot_lacks_is_a_dead_letter(tmp_path):
+    step = Batches(tmp_path)
+    step(signals(("s", BASE)))
     stranger = {**FAILED, "brokers": [{**FAILED["brokers"][0], "id": 9}],
                 "partitions": [{**BASE["partitions"][0], "leader": 9, "isr": [9],
                                 "replicas": [{"broker": 9, "log_dir": "/d1", "size_bytes": 5}]}]}
-    (out,) = step(("c1",), iter([signals(("s", delta(stranger, (9,))))]), state)
+    out = step(signals(("s", delta(stranger, (9,)))))
     (body,) = [b for k, b in zip(out["kind"], out["body"], strict=True) if k == DEAD_LETTER]
     letter = json.loads(body)
     validate("dead-letter", letter)

@@ -4,6 +4,7 @@ step (streams/stateful.py), on frames shaped as Spark hands them over."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -11,10 +12,11 @@ import pytest
 
 from schemas.records import RAW_LIMIT
 from schemas.registry import validate
+from streams.batch_state import BatchState
 from streams.detect_types import FIX_OFFLINE, PAGE, Decision, DetectSettings, SnapshotFacts
 from streams.facts import FactLimits
 from streams.signals import BACK, FAILURE, GONE, ONLINE, REJECT, SNAPSHOT, to_signals
-from streams.stateful import DEAD_LETTER, DECISION, KEEP, detect_group
+from streams.stateful import DEAD_LETTER, DECISION, KEEP
 from tests.unit.test_stream_validate import EVENT, METRIC
 from tests.unit.test_stream_validate import SNAPSHOT as SNAPSHOT_DOC
 
@@ -110,48 +112,41 @@ def test_a_topic_the_job_does_not_know_is_an_error_not_a_silent_drop():
         signals(("other", METRIC))
 
 
-class FakeState:
-    """The part of pyspark's GroupState the step uses."""
+class Batches:
+    """The driver's stateful step (streams/batch_state.py) over frames, one batch each,
+    its state kept in ``checkpoint`` as the job keeps it."""
 
-    def __init__(self) -> None:
-        self.value: tuple[str] | None = None
+    def __init__(self, checkpoint: Path) -> None:
+        self.state = BatchState(checkpoint, DetectSettings(), 60_000)
+        self.batch = 0
 
-    @property
-    def exists(self) -> bool:
-        return self.value is not None
-
-    @property
-    def get(self) -> tuple[str]:
-        assert self.value is not None
-        return self.value
-
-    def update(self, value: tuple[str]) -> None:
-        self.value = value
-
-    def getCurrentWatermarkMs(self) -> int:  # noqa: N802 (pyspark's name)
-        return 0
+    def __call__(self, *frames: pd.DataFrame) -> dict[str, list[str]]:
+        rows = [r for f in frames for r in f.itertuples(index=False)]
+        outcomes, after = self.state.step(self.batch, rows)
+        self.state.commit(self.batch, after)
+        self.batch += 1
+        return {"cluster_id": [c for c, _, _ in outcomes], "kind": [k for _, k, _ in outcomes],
+                "body": [b for _, _, b in outcomes]}
 
 
-def test_the_stateful_step_keeps_state_per_cluster_and_passes_dead_letters_through():
-    step = detect_group(DetectSettings())
-    state = FakeState()
+def test_the_stateful_step_keeps_state_per_cluster_and_passes_dead_letters_through(tmp_path):
+    step = Batches(tmp_path)
     failed = {**SNAPSHOT_DOC, "taken_at": "2026-11-22T03:51:00Z",
               "brokers": [{"id": 0, "rack": "r1", "alive": True,
                            "log_dirs": [{"path": "/d1", "online": False}]}]}
-    first = signals(("s", SNAPSHOT_DOC))
-    (kept,) = step(("c1",), iter([first]), state)
+    kept = step(signals(("s", SNAPSHOT_DOC)))
     # Only the new snapshot's place, for the driver to read it ahead (streams/keeper.py).
-    assert list(kept["kind"]) == [KEEP] and state.exists
+    assert kept["kind"] == [KEEP]
     assert json.loads(kept["body"][0])["offset"] == 0
-    (out,) = step(("c1",), iter([signals(("e", EVENT), ("s", failed))]), state)
+    out = step(signals(("e", EVENT), ("s", failed)))
     decisions = [Decision.from_json(b) for k, b in zip(out["kind"], out["body"], strict=True)
                  if k == DECISION]
     # Broker 0's only dir failed: a fix for its replicas, and a page for the broker.
     assert sorted((d.type, d.broker, d.log_dir) for d in decisions) == [
         (FIX_OFFLINE, 0, "/d1"), (PAGE, 0, "/d1")]
     rejects = signals(("m", b"nope"))
-    (out,) = step(("",), iter([rejects]), FakeState())
-    assert list(out["kind"]) == [DEAD_LETTER] and out["body"][0] == rejects["body"][0]
+    out = step(rejects)
+    assert out["kind"] == [DEAD_LETTER] and out["body"][0] == rejects["body"][0]
 
 
 def test_a_record_from_the_far_future_is_a_dead_letter_not_a_signal():
