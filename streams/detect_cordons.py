@@ -47,7 +47,8 @@ class CordonRules:
 
     def cordoned_now(self) -> tuple[tuple[int, str], ...]:
         """The dirs this detector cordoned (not lifted) or will cordon (returned): a fix
-        planned now must not name them, whatever an older snapshot says."""
+        planned now must not name them, whatever an older snapshot says (unless it is its
+        broker's last open dir, which the cordon planner refuses: streams/propose.py)."""
         state = self.state
         return tuple(sorted({k for k, lifted in state.cordons.items() if not lifted}
                             | set(state.returned)))

@@ -55,14 +55,25 @@ from streams.detect_types import (
 from streams.keeper import ReadSnapshot, SnapshotKeeper
 
 
+def _ours_to_mark(dirs: list[tuple[str, bool, bool]], path: str) -> bool:
+    """Whether a dir the detector holds cordoned (or about to be) is one on its broker
+    (``dirs``: path, online, cordoned): online, and not the broker's last open dir, which
+    the cordon planner never takes (an operator's cordon may have the others), so a fix
+    may still place replicas there."""
+    return any(p == path and online for p, online, _ in dirs) and any(
+        online and not cordoned and p != path for p, online, cordoned in dirs)
+
+
 def mark_cordoned(doc: dict[str, Any], dirs: Iterable[tuple[int, str]]) -> None:
-    """Mark ``dirs`` cordoned in a snapshot document (a dir it does not list, or lists
-    offline, is left as it is); changed brokers are copied first, as in `mark_offline`."""
+    """Mark ``dirs`` cordoned in a snapshot document (a dir it does not list, lists
+    offline, or that is its broker's last open dir is left as it is); changed brokers
+    are copied first, as in `mark_offline`."""
     index = {b["id"]: i for i, b in enumerate(doc["brokers"])}
     for broker, path in dirs:
         i = index.get(broker)
-        if i is None or not any(d["path"] == path and d.get("online")
-                                for d in doc["brokers"][i]["log_dirs"]):
+        if i is None or not _ours_to_mark(
+                [(d["path"], bool(d.get("online")), bool(d.get("cordoned")))
+                 for d in doc["brokers"][i]["log_dirs"]], path):
             continue
         doc["brokers"] = list(doc["brokers"])
         doc["brokers"][i] = {**doc["brokers"][i], "log_dirs": [
@@ -107,7 +118,8 @@ def with_dirs_marked(snapshot: Snapshot, offline: Iterable[tuple[int, str]],
         brokers[broker] = dataclasses.replace(b, log_dirs=dirs)
     for broker, path in cordoned:
         b = brokers.get(broker)
-        if b is None or not any(d.path == path and d.online for d in b.log_dirs):
+        if b is None or not _ours_to_mark(
+                [(d.path, d.online, d.cordoned) for d in b.log_dirs], path):
             continue
         brokers[broker] = dataclasses.replace(b, log_dirs=tuple(
             dataclasses.replace(d, cordoned=True) if d.path == path else d

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from core import clock
+from remediation.executor.cordon import KEY as CORDONED
 from remediation.executor.lifecycle import is_terminal
 from sandbox import cluster, loop, traffic
 from sandbox.state import SandboxState
@@ -246,6 +247,9 @@ def running_loop(state: SandboxState, work: Path, policy: str = POLICY,
     finally:
         the_loop.stop_all()
         drop_topics(state, prefix)
+        # Its cordons outlive it on the cluster; to the next module's loop they would be
+        # an operator's, leaving its planners fewer open dirs than its scenarios expect.
+        clear_cordons(state)
 
 
 @dataclass
@@ -332,6 +336,24 @@ def clear_broker_throttles(state: SandboxState) -> None:
         admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, str(b), ops)
                              for b in sorted(cluster.live_broker_ids(state))],
                             raise_on_unknown=False, incremental=True)
+
+
+def clear_cordons(state: SandboxState) -> None:
+    """Delete the live brokers' own `cordoned.log.dirs` where it lists a dir (KIP-1066;
+    a broker without the config lists nothing)."""
+    from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+
+    alive = sorted(cluster.live_broker_ids(state))
+    with kafka_admin(state) as admin:
+        reply = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.BROKER, str(b)) for b in alive])
+        cordoned = [name for name, configs in reply.get("broker", {}).items()
+                    if (configs.get(CORDONED) or {}).get("value")]
+        if cordoned:
+            admin.alter_configs(
+                [ConfigResource(ConfigResourceType.BROKER, name,
+                                {CORDONED: (AlterConfigOp.DELETE, None)})
+                 for name in cordoned], raise_on_unknown=False, incremental=True)
 
 
 @contextmanager

@@ -115,7 +115,8 @@ def test_a_fix_names_no_dir_the_detector_cordoned_though_the_snapshot_shows_it_o
     targets = {(b, d) for p in open_fix.plan["partitions"]
                for b, d in zip(p["replicas"], p["log_dirs"], strict=True) if d != "any"}
     assert targets, "the plan names dirs on the receivers"
-    cordoned = tuple(sorted(targets))
+    # one a broker: the detector never holds a broker's last open dir cordoned
+    cordoned = tuple(sorted({b: (b, d) for b, d in sorted(targets)}.values()))
     fix, _ = Proposer(Reads(document)).actions(decision(cordoned=cordoned),
                                                "2026-11-22T04:00:00Z")
     named_dirs = {(b, d) for p in fix.plan["partitions"]
@@ -123,6 +124,23 @@ def test_a_fix_names_no_dir_the_detector_cordoned_though_the_snapshot_shows_it_o
     assert named_dirs.isdisjoint(cordoned), named_dirs
     assert named(fix) == named(open_fix)
     assert Decision.from_json(decision(cordoned=cordoned).to_json()).cordoned == cordoned
+
+
+def test_a_dir_the_detector_holds_cordoned_stays_open_to_a_fix_when_it_is_the_last():
+    # An operator cordoned every broker's /d1; the detector holds every /d2 as returned
+    # (to be cordoned). The cordon planner refuses a broker's last open dir, so the fix
+    # may still use /d2; marking it too would leave no open dir and page every partition.
+    document = cluster(offline=((1, "/d2"),))
+    for b in document["brokers"]:
+        b["log_dirs"] = [{**d, "cordoned": d["path"] == "/d1"} for d in b["log_dirs"]]
+    held = tuple((b, "/d2") for b in range(4))
+    fix, page = Proposer(Reads(document)).actions(decision(cordoned=held),
+                                                  "2026-11-22T04:00:00Z")
+    assert fix.type == FIX_OFFLINE and named(fix) == on_dir(cluster(), 1, "/d2")
+    assert [u["topic"] for u in fix.plan["unrecoverable"]] == ["solo"]
+    assert page.type == PAGE and page.plan["partitions"] == [{"topic": "solo", "partition": 0}]
+    named_dirs = {d for p in fix.plan["partitions"] for d in p["log_dirs"]}
+    assert "/d1" not in named_dirs, named_dirs
 
 
 def test_a_snapshot_from_before_the_failure_plans_the_same_once_the_dir_is_marked():
