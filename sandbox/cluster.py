@@ -261,15 +261,16 @@ def live_broker_ids(state: SandboxState, timeout: float = 3.0) -> set[int]:
         return set()
 
 
-def _exporter_ok(state: SandboxState, server: ServerState) -> bool:
+def _exporter_error(state: SandboxState, server: ServerState) -> str | None:
+    """Why the server's exporter does not answer (None: it does)."""
     from streams.collect.broker_metrics import fetch
 
     assert server.exporter_url is not None
     try:
         fetch(server.exporter_url, 2.0, secure.exporter_auth(state.security))
-    except OSError:
-        return False
-    return True
+    except OSError as exc:
+        return f"exporter {server.exporter_url}: {exc}"
+    return None
 
 
 def wait_ready(
@@ -287,9 +288,10 @@ def wait_ready(
             check_alive(b)
         live = live_broker_ids(state)
         # Registered is not yet serving: the listener may still refuse connections.
-        ready = {b.node_id for b in wanted
-                 if b.node_id in live and processes.port_open(b.port)
-                 and _exporter_ok(state, b)}
+        why = {b.node_id: ("not in the metadata" if b.node_id not in live
+                           else f"port {b.port} closed" if not processes.port_open(b.port)
+                           else _exporter_error(state, b)) for b in wanted}
+        ready = {i for i, reason in why.items() if reason is None}
         for broker_id in sorted(ready - reported):
             progress(f"broker {broker_id} ready")
         reported |= ready
@@ -299,7 +301,7 @@ def wait_ready(
             missing = sorted({b.node_id for b in wanted} - ready)
             raise StartupFailed(
                 f"brokers {missing} not ready after {timeout:.0f} s (running, but not "
-                "serving and exporting)",
+                "serving and exporting: " + "; ".join(f"{i}: {why[i]}" for i in missing) + ")",
                 "\n".join(log_tail(state.broker(i)) for i in missing))
         time.sleep(0.5)
 
