@@ -69,8 +69,11 @@ def test_a_failed_dir_reads_1_until_the_disk_is_replaced(sandbox):
     traffic.create_topic(sandbox, topic, partitions=1, replication_factor=3)
     broker = sandbox.brokers[1].node_id
     path = traffic.log_dir_of(sandbox, topic, 0, broker)
+    # The broker is down a while for the heal: a retry of its exporter backed off to the
+    # 60 s default could come after this test's wait (backing off has tests of its own).
+    env = {"SELFHEAL_COLLECT_BACKOFF_MAX_SECONDS": "4"}
     with TopicReader(sandbox, TOPIC) as reader, \
-            Collector(sandbox, ["metrics", "--interval", "1"]) as collector:
+            Collector(sandbox, ["metrics", "--interval", "1"], env) as collector:
         reader.wait_for(lambda ms: _offline_samples(ms).get((broker, path)) == 0.0,
                         what=f"healthy sample for {path}")
         cluster.fail_disk(sandbox, broker, path)
