@@ -21,14 +21,13 @@ from sandbox.status import kafka_admin, placement
 
 def create_topic(state: SandboxState, topic: str, partitions: int, replication_factor: int,
                  config: dict[str, str] | None = None) -> None:
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient(client_config(state))
     new = NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
                    config=config or {})
     admin.create_topics([new], request_timeout=30)[topic].result()
-    from confluent_kafka import KafkaException
-
     deadline = time.monotonic() + 30
     last: object = None
     while time.monotonic() < deadline:  # wait until every partition has a leader
