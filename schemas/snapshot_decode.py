@@ -135,7 +135,7 @@ def snapshot_of(doc: _SnapshotDoc, partitions: Sequence[Partition]) -> Snapshot:
     )
 
 
-def dirs_by_broker(brokers: tuple[_BrokerDoc, ...]) -> dict[int, frozenset[str]] | None:
+def dirs_by_broker(brokers: Sequence[_BrokerDoc | Broker]) -> dict[int, frozenset[str]] | None:
     """Broker id -> its dir paths; None when an id or a broker's path repeats."""
     out: dict[int, frozenset[str]] = {}
     for b in brokers:

@@ -26,7 +26,7 @@ import msgspec
 from schemas import wire
 from schemas.registry import RecordError, is_rfc3339
 from schemas.snapshot_columns import PartitionColumns
-from schemas.snapshot_decode import _BrokerDoc, _references_hold
+from schemas.snapshot_decode import _BrokerDoc, _references_hold, dirs_by_broker
 from schemas.snapshot_types import NO_LEADER, Broker, LogDir, Name, Partition, Snapshot
 
 DELTA = "cluster-snapshot-delta"
@@ -145,12 +145,9 @@ def snapshot_with_delta(base: Snapshot, d: SnapshotDelta) -> Snapshot | None:
         LogDir(x.path, x.online, x.total_bytes, x.usable_bytes, x.cordoned)
         for x in b.log_dirs), b.replica_selector) for b in d.brokers}
     brokers = tuple(new.pop(b.id, b) for b in base.brokers) + tuple(new.values())
-    dirs: dict[int, frozenset[str]] = {}
-    for b in brokers:
-        paths = frozenset(x.path for x in b.log_dirs)
-        if b.id in dirs or len(paths) != len(b.log_dirs):
-            return None
-        dirs[b.id] = paths
+    dirs = dirs_by_broker(brokers)
+    if dirs is None:
+        return None
     parts = base.partitions
     merged: PartitionColumns | tuple[Partition, ...]
     if isinstance(parts, PartitionColumns) and hasattr(parts.columns, "with_delta"):
