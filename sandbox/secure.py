@@ -76,9 +76,7 @@ def exporter_password_file(security: SecurityState) -> Path:
 def _exporter_tls(security: SecurityState, key: Path, cert: Path) -> None:
     """The agent's configuration: the rules, HTTPS with the broker's certificate, basic
     auth for `EXPORTER_USER` (jmx_exporter 1.0.1: `passwordHash` is the hex SHA-256 of
-    ``<salt>:<password>``)."""
-    import hashlib
-
+    ``<salt>:<password>``, see `exporter_hash`)."""
     from cryptography import x509
     from cryptography.hazmat.primitives.serialization import (
         BestAvailableEncryption,
@@ -97,7 +95,7 @@ def _exporter_tls(security: SecurityState, key: Path, cert: Path) -> None:
         x509.load_pem_x509_certificate(cert.read_bytes()), None,
         BestAvailableEncryption(store_password.encode())))
     salt = random_secrets.token_hex(8)
-    digest = hashlib.sha256(f"{salt}:{password}".encode()).hexdigest()
+    digest = exporter_hash(salt, password)
     server = (
         "httpServer:\n"
         "  authentication:\n"
@@ -114,6 +112,15 @@ def _exporter_tls(security: SecurityState, key: Path, cert: Path) -> None:
         "      alias: exporter\n")
     _write_private(security.exporter_config(),
                    (server + EXPORTER_RULES.read_text()).encode())
+
+
+def exporter_hash(salt: str, password: str) -> str:
+    """The hex SHA-256 of ``<salt>:<password>`` as jmx_exporter 1.0.1 writes it to compare:
+    through BigInteger, so without leading zeros. A digest starting with a 0 nibble (one
+    salt in 16) written in full never matches, and every scrape gets 401 Unauthorized."""
+    import hashlib
+
+    return hashlib.sha256(f"{salt}:{password}".encode()).hexdigest().lstrip("0") or "0"
 
 
 def exporter_section(security: SecurityState) -> dict[str, str]:

@@ -130,3 +130,17 @@ def test_nothing_is_re_created_while_the_bus_cannot_say_what_is_there(monkeypatc
     wait_until(lambda: log.made[0].asked >= 4, "the stall check asking the bus twice", 60)
     reader.stop()
     assert len(reader.values) == 3 and len(log.made) == 1 and reader.stalls == []
+
+
+def test_a_message_read_twice_says_where_each_copy_was_read():
+    """Two offsets: a duplicate in the log; the same offset twice: the reader's re-read."""
+    producer = traffic.BackgroundProducer(None, TOPIC)  # type: ignore[arg-type]
+    reader = traffic.BackgroundConsumer(None, TOPIC)  # type: ignore[arg-type]
+    producer.acked = ["a", "b", "c"]
+    producer.at = {"a": (0, 5), "b": (1, 2), "c": (0, 6)}
+    reader.values = ["a", "b", "a", "c", "b"]
+    reader.read_at = [(0, 5), (1, 2), (0, 9), (0, 6), (1, 2)]
+    twice = [v for v in producer.acked if reader.values.count(v) > 1]
+    assert traffic.where_twice(producer, reader, twice) == (
+        "a acknowledged at 0@5, read at ['0@5', '0@9']; "
+        "b acknowledged at 1@2, read at ['1@2', '1@2']")
