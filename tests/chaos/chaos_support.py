@@ -30,7 +30,7 @@ from remediation.executor.cordon import KEY as CORDONED
 from remediation.executor.lifecycle import is_terminal
 from sandbox import cluster, loop, traffic
 from sandbox.state import SandboxState
-from sandbox.status import kafka_admin
+from sandbox.status import kafka_admin, placement
 from schemas import snapshot_chunks as chunking
 from tests.e2e.loop_support import (
     dir_holding,
@@ -166,13 +166,35 @@ class Scenario:
         def healthy() -> bool:
             parts = traffic.partitions(self.state, self.topic)
             bad = [p for p in parts if p["offline_replicas"] or p["leader_id"] < 0]
-            if bad:  # quoted as the last reading when the wait fails: which, and how
+            if bad:  # quoted as the last reading when the wait fails: which, how, where
                 raise LookupError("not healthy: " + "; ".join(
                     f"partition {p['partition_index']} replicas {p['replica_nodes']} "
                     f"isr {p['isr_nodes']} offline {p['offline_replicas']} "
-                    f"leader {p['leader_id']}" for p in bad))
+                    f"leader {p['leader_id']}" for p in bad) + "; " + self.where(bad))
             return True
         self.wait(healthy, f"{self.topic} healthy", 120, alive=False)
+
+    def where(self, bad: list[dict[str, Any]]) -> str:
+        """Where the brokers of ``bad`` partitions keep them (DescribeLogDirs), for a
+        failure message: a replica Metadata calls offline while its broker lists it on an
+        online dir (Kafka's own directory assignment) reads differently from one left on
+        a failed dir that the fix did not name."""
+        wanted = {p["partition_index"] for p in bad}
+        said = []
+        try:
+            with kafka_admin(self.state) as admin:
+                for broker in sorted({b for p in bad for b in p["replica_nodes"]}):
+                    (reply,) = admin.describe_log_dirs(topic_partitions=[self.topic],
+                                                       brokers=[broker])
+                    held = {n: path for path, parts in placement(reply, self.topic).items()
+                            for n in parts if n in wanted}
+                    failed = sorted(d["log_dir"] for d in reply["log_dirs"]
+                                    if d["error_code"] != 0)
+                    said.append(f"broker {broker} lists {dict(sorted(held.items()))}, "
+                                f"failed dirs {failed}")
+        except Exception as exc:  # the reading above stays the message
+            said.append(f"DescribeLogDirs failed: {exc!r}")
+        return "; ".join(said)
 
     def assert_no_throttle_left(self) -> None:
         """No replication or dir-move throttle on any broker or topic."""
