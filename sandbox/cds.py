@@ -165,8 +165,9 @@ def dump(shared: Archive) -> bool:
 
 
 def _run(shared: Archive, *args: str) -> str | None:
-    """None when ``java <options> <args> -cp <classpath>`` exits 0, else its output's end."""
-    done = subprocess.run([shared.java, *shared.options, *args, "-cp", shared.classpath],
+    """None when ``java <options> -cp <classpath> <args>`` exits 0, else its output's end
+    (the launcher reads no option after ``-version``: ``-cp`` goes first)."""
+    done = subprocess.run([shared.java, *shared.options, "-cp", shared.classpath, *args],
                           capture_output=True, text=True, timeout=600)
     if done.returncode == 0:
         return None

@@ -18,12 +18,26 @@ from sandbox import cds, jvm
 OPTIONS = jvm.SMALL_MACHINE_JVM_OPTIONS
 
 
-@pytest.fixture
-def classpath(tmp_path: Path) -> str:
-    jar = tmp_path / "lib" / "empty.jar"
-    jar.parent.mkdir()
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """A jar with one class, Hello, that says hello: the archive holds classes of the
+    classpath, so a JVM maps it only with the same classpath."""
+    src = tmp_path_factory.mktemp("src")
+    (src / "Hello.java").write_text(
+        'public class Hello { public static void main(String[] a) {'
+        ' System.out.println("hello"); } }\n')
+    subprocess.run(["javac", "-d", str(src), str(src / "Hello.java")], check=True)
+    jar = src / "hello.jar"
     with zipfile.ZipFile(jar, "w") as z:
-        z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+        z.write(src / "Hello.class", "Hello.class")
+    return jar.read_bytes()
+
+
+@pytest.fixture
+def classpath(tmp_path: Path, compiled: bytes) -> str:
+    jar = tmp_path / "lib" / "hello.jar"
+    jar.parent.mkdir()
+    jar.write_bytes(compiled)
     return str(jar)
 
 
@@ -42,10 +56,11 @@ def _archive(classpath: str, kind: str = "tool", options: tuple[str, ...] = OPTI
 
 
 def _start(shared: cds.Archive, *extra: str) -> subprocess.CompletedProcess[str]:
-    """One JVM of the kind, with what jvm_options gave it (-version: it loads ~450
-    classes and says nothing on stdout)."""
-    return subprocess.run([shared.java, *shared.options, *extra, "-cp", shared.classpath,
-                           "-version"], capture_output=True, text=True, timeout=120)
+    """One JVM of the kind, with what jvm_options gave it: Hello from the classpath."""
+    done = subprocess.run([shared.java, *shared.options, *extra, "-cp", shared.classpath,
+                           "Hello"], capture_output=True, text=True, timeout=120)
+    assert "hello" in done.stdout.splitlines(), done.stdout + done.stderr
+    return done
 
 
 def _settle(path: Path) -> None:
@@ -100,7 +115,7 @@ def test_a_settled_list_is_dumped_checked_and_mapped_by_later_starts(
         shared.path(s).name for s in (".classlist", ".jsa", ".lock"))  # no temporary left
     mapped = _start(shared, *options[:1], "-Xshare:on", "-Xlog:class+load=info")
     assert mapped.returncode == 0, mapped.stdout + mapped.stderr
-    assert "source: shared objects file" in mapped.stdout
+    assert "Hello source: shared objects file" in mapped.stdout  # the classpath's too
     assert mapped.stdout.count("shared objects file") > cds.MIN_CLASSES
     assert cds.jvm_options(shared) == options  # the next start maps it without a dump
 
