@@ -8,7 +8,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from sandbox import jars, processes, versions
+from sandbox import cds, jars, processes, versions
 from sandbox.state import SandboxState, ServerState
 
 BROKER_HEAP = os.environ.get("SELFHEAL_BROKER_HEAP", "384m")
@@ -38,11 +38,33 @@ def java() -> str:
 SMALL_MACHINE_JVM_OPTIONS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
 
-def small_machine_env(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` with the Spark driver's small-machine options, unless it names some."""
+def small_machine_env(env: Mapping[str, str], share_classes: bool = False) -> dict[str, str]:
+    """``env`` with the Spark driver's small-machine options, unless it names some; with
+    ``share_classes``, for one driver start, also its class-data sharing options."""
     from streams.spark import DRIVER_JAVA_OPTIONS_ENV
 
-    return {DRIVER_JAVA_OPTIONS_ENV: " ".join(SMALL_MACHINE_JVM_OPTIONS), **env}
+    options = env.get(DRIVER_JAVA_OPTIONS_ENV, " ".join(SMALL_MACHINE_JVM_OPTIONS))
+    if share_classes:
+        options = " ".join([options, *cds.jvm_options(spark_driver_archive(options))])
+    return {**env, DRIVER_JAVA_OPTIONS_ENV: options}
+
+
+def spark_driver_archive(options: str) -> cds.Archive | None:
+    """The Spark driver's archive: the classpath pyspark's launcher gives the driver
+    (its conf folder, slf4j's API jar, then every jar) and the driver's extra options."""
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    classpath = [str(home / "conf"), *map(str, sorted(home.glob("jars/slf4j-api-*.jar"))),
+                 str(home / "jars" / "*")]
+    return cds.archive("spark-driver", java(), os.pathsep.join(classpath),
+                       tuple(options.split()))
+
+
+def class_sharing(kind: str, classpath: str) -> list[str]:
+    """The class-data sharing options of one start of a Kafka or ZooKeeper JVM (a server
+    or a tool) run with SMALL_MACHINE_JVM_OPTIONS on ``classpath`` (sandbox/cds.py)."""
+    return cds.jvm_options(cds.archive(kind, java(), classpath, SMALL_MACHINE_JVM_OPTIONS))
 
 
 def _jvm_cmd(server: ServerState, kafka: str, heap: str, main_class: str,
@@ -66,7 +88,9 @@ def _jvm_cmd(server: ServerState, kafka: str, heap: str, main_class: str,
         cmd.append(
             f"-javaagent:{jars.jmx_agent()}=127.0.0.1:{server.exporter_port}:{exporter_config}"
         )
-    cmd += ["-cp", jars.classpath(line.jars_role), main_class, *args]
+    classpath = jars.classpath(line.jars_role)
+    cmd += [*class_sharing(f"{server.role}-{main_class}", classpath),
+            "-cp", classpath, main_class, *args]
     return cmd
 
 

@@ -28,10 +28,12 @@ def format_node(state: SandboxState, node: ServerState) -> None:
     already formatted are kept. Every log dir gets a meta.properties with its own
     directory id (KIP-858)."""
     line = versions.line(state.kafka_of(node))
+    classpath = jars.classpath(line.jars_role)
     cmd = [
-        jvm.java(), "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+        jvm.java(), "-Xmx128m", *jvm.SMALL_MACHINE_JVM_OPTIONS,
         line.log_flag(Path(node.config).parent),
-        "-cp", jars.classpath(line.jars_role), "kafka.tools.StorageTool", "format",
+        *jvm.class_sharing("kafka.tools.StorageTool", classpath),
+        "-cp", classpath, "kafka.tools.StorageTool", "format",
         "-t", state.cluster_id, "-c", node.config,
         # the cluster's metadata version, not the node's: an upgraded broker re-formatting
         # a replaced disk joins the cluster it is in

@@ -153,8 +153,9 @@ class Loop:
         piece = self.pieces[name]
         if piece.running():
             return piece
-        piece.pid = processes.spawn(piece.argv, piece.log, self.work_dir,
-                                    env=jvm.small_machine_env(os.environ))
+        # the job's Spark driver maps the class-data archive of its kind (sandbox/cds.py)
+        env = jvm.small_machine_env(os.environ, share_classes=name == "stream")
+        piece.pid = processes.spawn(piece.argv, piece.log, self.work_dir, env=env)
         return piece
 
     def stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = 60.0) -> bool:

@@ -107,11 +107,13 @@ def add_super_users(state: SandboxState, progress: Callable[[str], None]) -> Non
     assert security is not None and state.zookeeper_connect is not None
     line = versions.line(state.kafka)
     conf_dir = Path(state.brokers[0].config).parent
+    classpath = jars.classpath(line.jars_role)
     for user in secure.SUPER_USERS:
         cmd = [
-            jvm.java(), "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+            jvm.java(), "-Xmx128m", *jvm.SMALL_MACHINE_JVM_OPTIONS,
             line.log_flag(conf_dir), f"-Djava.security.auth.login.config={conf_dir / JAAS_FILE}",
-            "-cp", jars.classpath(line.jars_role), "kafka.admin.ConfigCommand",
+            *jvm.class_sharing("kafka.admin.ConfigCommand", classpath),
+            "-cp", classpath, "kafka.admin.ConfigCommand",
             "--zookeeper", state.zookeeper_connect, "--alter", "--entity-type", "users",
             "--entity-name", user, "--add-config",
             f"{secure.MECHANISM}=[iterations=8192,password={security.password(user)}]",

@@ -246,10 +246,16 @@ def rack_sandbox(tmp_path_factory: pytest.TempPathFactory) -> SandboxState:
 def local_spark(request: pytest.FixtureRequest) -> Iterator[object]:
     """A plain Spark session in this process with the real Kafka connector (a driver JVM
     per test module, stopped by PID after it), for what only Spark itself can say."""
-    from streams.spark import session, stop
+    from streams.spark import DRIVER_JAVA_OPTIONS_ENV, session, stop
 
-    spark = session(f"selfheal-{request.module.__name__.rsplit('.', 1)[-1]}",
-                    master="local[1]")
+    baseline = os.environ[DRIVER_JAVA_OPTIONS_ENV]
+    # this start's class-data sharing options (sandbox/cds.py), not every later one's
+    os.environ.update(small_machine_env(os.environ, share_classes=True))
+    try:
+        spark = session(f"selfheal-{request.module.__name__.rsplit('.', 1)[-1]}",
+                        master="local[1]")
+    finally:
+        os.environ[DRIVER_JAVA_OPTIONS_ENV] = baseline
     try:
         yield spark
     finally:

@@ -149,7 +149,7 @@ class Installed:
         for path in service.get("EnvironmentFile", []):
             env.update(read_env_file(Path(path)))
         if name == "stream":  # the Spark driver's options for the 2 shared cores
-            env = jvm.small_machine_env(env)
+            env = jvm.small_machine_env(env, share_classes=True)
         cwd = Path(service["WorkingDirectory"][0])
         cwd.mkdir(parents=True, exist_ok=True)  # StateDirectory=
         argv = shlex.split(service["ExecStart"][0])

@@ -35,8 +35,9 @@ def _tool(state: SandboxState, main: str, *args: str) -> str:
     """One of Kafka's command-line tools from the broker's own jars; its stdout. Fails the
     test with the tool's stderr if it fails."""
     line = versions.line(state.kafka)
+    classpath = jars.classpath(line.jars_role)
     cmd = [jvm.java(), "-Xmx256m", *jvm.SMALL_MACHINE_JVM_OPTIONS,
-           "-cp", jars.classpath(line.jars_role), main,
+           *jvm.class_sharing(main, classpath), "-cp", classpath, main,
            "--bootstrap-server", state.bootstrap_servers, *args]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, f"{' '.join(args)}: {done.stdout}\n{done.stderr}"

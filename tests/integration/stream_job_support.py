@@ -19,6 +19,7 @@ from typing import Any
 from core import clock
 from core.config import load
 from core.live import LiveReadError, PlacementMemory, open_admin, read_snapshot
+from sandbox import jvm
 from sandbox.loop import render_toml
 from schemas import wire
 from schemas.registry import TOPICS
@@ -47,7 +48,7 @@ class StreamJob:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "selfheal.cli", "--config", str(self.config_path),
              "stream"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env=self.env)
+            env=jvm.small_machine_env(self.env, share_classes=True))
         threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
         self.wait_for("[stream] running:", 240)
         if fresh:
