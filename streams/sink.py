@@ -11,14 +11,15 @@ from typing import Any
 
 from core import bus, clock
 from core.config import Config
-from streams.batch_state import BatchState
+from streams.batch_state import BatchState, Saved
 from streams.detect_types import Decision, DetectSettings, SnapshotRef
+from streams.fast_first import split
 from streams.keeper import SnapshotKeeper
 from streams.metrics import BatchOutput, StreamMetrics
 from streams.propose import Proposer, describe
 from streams.query import INPUT_TOPICS, Say
 from streams.signals import to_signals
-from streams.stateful import DEAD_LETTER, DECISION, KEEP, NOTE
+from streams.stateful import DEAD_LETTER, DECISION, KEEP, NOTE, Outcome
 from streams.stopping import StopGate
 
 
@@ -50,6 +51,7 @@ class BatchSink:
         self.state = BatchState(checkpoint, DetectSettings.from_config(config.detect),
                                 int(config.stream.watermark_delay_seconds * 1000))
         self.topics = {config.topic(name): schema for name, schema in INPUT_TOPICS.items()}
+        self.snapshot_topic = config.topic("cluster-snapshots")
         self.limits = FactLimits.from_config(config.detect)
         # a manifest whose chunks are not in its batch
         self.chunks = BusChunks(client_config(config))
@@ -64,9 +66,29 @@ class BatchSink:
 
     def _write(self, frame: Any, batch_id: int) -> None:
         began = time.monotonic()
-        outcomes, after = self.state.step(batch_id, self._signals(frame))
+        output = BatchOutput(phases={"rows": 0.0, "plan": 0.0, "send": 0.0})
+        raw = self._collect(frame)
+        output.phases["rows"] += time.monotonic() - began
+        # A failure's evidence first, its actions delivered before the batch's full
+        # snapshots are assembled and decoded (streams/fast_first.py).
+        first, rest = split(raw, self.snapshot_topic)
+        del raw
+        after: Saved | None = None
+        for part in (first, rest) if first and rest else (first or rest,):
+            began = time.monotonic()
+            signals = self._signals(part)
+            part.clear()  # the records' bytes (a fleet snapshot: 27 MB) go once decoded
+            outcomes, after = self.state.step(batch_id, signals, after)
+            output.phases["rows"] += time.monotonic() - began
+            self._deliver(batch_id, outcomes, output)
+        assert after is not None  # the loop ran at least once
+        self.state.commit(batch_id, after)
+        self.metrics.batch_written(batch_id, output)
+
+    def _deliver(self, batch_id: int, outcomes: list[Outcome], output: BatchOutput) -> None:
+        """Plan, sign and send one part's outcomes; raise (failing the batch) unless the
+        bus acknowledged every record."""
         planned = time.monotonic()
-        output = BatchOutput(phases={"rows": planned - began})
         errors: list[str] = []
 
         def delivered(err: Any, msg: Any) -> None:
@@ -104,9 +126,9 @@ class BatchSink:
                 output.actions[action.type] += 1
                 self.say(f"action {describe(action)}")
         sending = time.monotonic()
-        output.phases["plan"] = sending - planned
+        output.phases["plan"] += sending - planned
         left = self.producer.flush(30.0)
-        output.phases["send"] = time.monotonic() - sending
+        output.phases["send"] += time.monotonic() - sending
         failures = list(errors)  # what the bus said, not the purge's own reports below
         if left:
             # Not sent yet: dropped here, so that the batch's second run (Spark's, or
@@ -118,17 +140,19 @@ class BatchSink:
             why = "; ".join(failures[:3]) or "not acknowledged within 30 s"
             raise RuntimeError(f"batch {batch_id}: {len(failures) + left} record(s) not "
                                f"delivered to the bus ({why})")
-        self.state.commit(batch_id, after)
-        self.metrics.batch_written(batch_id, output)
 
-    def _signals(self, frame: Any) -> list[Any]:
-        """The batch's Kafka rows decoded and validated here, on the driver
-        (streams/signals.py): one collect, no Python worker."""
-        import pandas as pd
+    def _collect(self, frame: Any) -> list[Any]:
+        """The batch's Kafka rows, on the driver: one collect, no Python worker."""
         from pyspark.sql import functions as F
 
-        raw = frame.select("topic", "partition", "offset",
-                           F.unix_millis("timestamp").alias("ms"), "value").collect()
+        return frame.select("topic", "partition", "offset",
+                            F.unix_millis("timestamp").alias("ms"), "value").collect()
+
+    def _signals(self, raw: list[Any]) -> list[Any]:
+        """Collected Kafka rows decoded and validated here, on the driver
+        (streams/signals.py)."""
+        import pandas as pd
+
         if not raw:
             return []
         kafka = pd.DataFrame({
