@@ -89,11 +89,14 @@ class Rows:
 
 
 def to_signals(frames: Iterator[Any], schemas: Mapping[str, str],
-               limits: FactLimits, chunk_source: ChunkSource | None = None
+               limits: FactLimits, chunk_source: ChunkSource | None = None,
+               snapshots: dict[tuple[str, int, int], bytes] | None = None
                ) -> Iterator[Any]:
     """The `mapInPandas` body: Kafka rows (topic, partition, offset, timestamp, value) in,
     `SIGNAL_DDL` rows out. ``schemas`` maps each input topic to its schema name;
-    ``chunk_source`` finds a chunked snapshot's chunks that are not in the batch.
+    ``chunk_source`` finds a chunked snapshot's chunks that are not in the batch;
+    ``snapshots``, when given, gets each valid snapshot's value (assembled) by its
+    coordinates, for the driver to keep (streams/keeper.py) without reading it again.
 
     The whole partition is validated at once: a GX run has a fixed cost (~0.15 s per
     suite) that Arrow's 10,000-row chunks would pay again and again.
@@ -109,7 +112,7 @@ def to_signals(frames: Iterator[Any], schemas: Mapping[str, str],
             if name is None:
                 raise ValueError(f"the job read topic {topic!r}, which it does not know; "
                                  f"known: {', '.join(schemas)}")
-            _topic_signals(rows, name, group, limits, chunk_source)
+            _topic_signals(rows, name, group, limits, chunk_source, snapshots)
     if rows.columns["kind"]:
         # An empty frame would still go through Arrow, where pyspark 4.2 with pyarrow
         # 26 fails to convert it ("Cannot convert ChunkedArray to Array"): yield none.
@@ -117,7 +120,8 @@ def to_signals(frames: Iterator[Any], schemas: Mapping[str, str],
 
 
 def _topic_signals(rows: Rows, name: str, group: Any, limits: FactLimits,
-                   chunk_source: ChunkSource | None = None) -> None:
+                   chunk_source: ChunkSource | None = None,
+                   snapshots: dict[tuple[str, int, int], bytes] | None = None) -> None:
     topics = group["topic"].tolist()
     partitions = group["partition"].tolist()
     offsets = group["offset"].tolist()
@@ -151,6 +155,8 @@ def _topic_signals(rows: Rows, name: str, group: Any, limits: FactLimits,
         else:
             try:
                 _signal(rows, name, doc, facts[i] if facts else None, where)
+                if snapshots is not None and facts and values[i] is not None:
+                    snapshots[where] = values[i]
             except Exception as exc:  # total: a record never fails a task
                 rows.add("", REJECT, stamps[i], *where, body=_dead_letter(
                     raws[i], f"$: cannot be read as a {name}: {type(exc).__name__}: {exc}",

@@ -76,18 +76,20 @@ class BatchSink:
         after: Saved | None = None
         for part in (first, rest) if first and rest else (first or rest,):
             began = time.monotonic()
-            signals = self._signals(part)
-            part.clear()  # the records' bytes (a fleet snapshot: 27 MB) go once decoded
+            snapshots: dict[tuple[str, int, int], bytes] = {}
+            signals = self._signals(part, snapshots)  # empties the part
             outcomes, after = self.state.step(batch_id, signals, after)
             output.phases["rows"] += time.monotonic() - began
-            self._deliver(batch_id, outcomes, output)
+            self._deliver(batch_id, outcomes, output, snapshots)
         assert after is not None  # the loop ran at least once
         self.state.commit(batch_id, after)
         self.metrics.batch_written(batch_id, output)
 
-    def _deliver(self, batch_id: int, outcomes: list[Outcome], output: BatchOutput) -> None:
+    def _deliver(self, batch_id: int, outcomes: list[Outcome], output: BatchOutput,
+                 snapshots: dict[tuple[str, int, int], bytes]) -> None:
         """Plan, sign and send one part's outcomes; raise (failing the batch) unless the
-        bus acknowledged every record."""
+        bus acknowledged every record. ``snapshots``: the part's snapshot values by
+        coordinates, for the keeper."""
         planned = time.monotonic()
         errors: list[str] = []
 
@@ -107,7 +109,10 @@ class BatchSink:
                 self.metrics.notes.inc()
                 output.notes += 1
             elif kind == KEEP:
-                self.proposer.keeper.keep(SnapshotRef(**json.loads(body)), cluster)
+                ref = SnapshotRef(**json.loads(body))
+                self.proposer.keeper.keep(ref, cluster, snapshots.pop(
+                    (ref.topic, ref.partition, ref.offset), None))
+        snapshots.clear()  # the ones not kept: older ones of the same cluster
         for _, kind, body in outcomes:
             if kind != DECISION:
                 continue
@@ -148,20 +153,28 @@ class BatchSink:
         return frame.select("topic", "partition", "offset",
                             F.unix_millis("timestamp").alias("ms"), "value").collect()
 
-    def _signals(self, raw: list[Any]) -> list[Any]:
+    def _signals(self, raw: list[Any], snapshots: dict[tuple[str, int, int], bytes]
+                 ) -> list[Any]:
         """Collected Kafka rows decoded and validated here, on the driver
-        (streams/signals.py)."""
+        (streams/signals.py); each valid snapshot's value into ``snapshots``. Empties
+        ``raw``: each row goes once its value is copied, not holding a second copy of a
+        fleet snapshot's chunks."""
         import pandas as pd
 
         if not raw:
             return []
-        kafka = pd.DataFrame({
+        columns: dict[str, Any] = {
             "topic": [r.topic for r in raw], "partition": [r.partition for r in raw],
             "offset": [r.offset for r in raw],
-            "timestamp": pd.to_datetime([r.ms for r in raw], unit="ms"),
-            "value": [None if r.value is None else bytes(r.value) for r in raw]})
+            "timestamp": pd.to_datetime([r.ms for r in raw], unit="ms"), "value": []}
+        for i, row in enumerate(raw):
+            columns["value"].append(None if row.value is None else bytes(row.value))
+            raw[i] = row = None
+        raw.clear()
+        kafka = pd.DataFrame(columns)
+        del columns
         return [row for out in to_signals(iter([kafka]), self.topics, self.limits,
-                                          self.chunks)
+                                          self.chunks, snapshots)
                 for row in out.itertuples(index=False)]
 
     def close(self) -> None:

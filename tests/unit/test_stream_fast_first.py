@@ -138,3 +138,16 @@ def test_a_delta_ahead_of_its_base_in_the_batch_is_evidence_until_a_newer_snapsh
     (later,) = run(state, 1, [record("s", 2, AFTER)])
     (fix,) = fixes(later)
     assert (fix.broker, fix.log_dir, fix.snapshot.offset) == (0, "/d1", 2)
+
+
+def test_each_valid_snapshot_s_assembled_value_is_handed_over_for_the_keeper():
+    snapshots: dict[tuple[str, int, int], bytes] = {}
+    bad = record("s", 9, {**BASE, "brokers": 1})
+    frame = pd.DataFrame([{"topic": r.topic, "partition": 0, "offset": r.offset,
+                           "timestamp": pd.Timestamp(0), "value": bytes(r.value)}
+                          for r in [*chunks_of(AFTER, 0), bad]])
+    list(to_signals(iter([frame]), TOPICS, FactLimits(), None, snapshots))
+    manifest = len(chunks_of(AFTER, 0)) - 1
+    assert list(snapshots) == [("s", 0, manifest)]  # not the chunks, not the bad one
+    assembled = json.loads(snapshots["s", 0, manifest])
+    assert {k: assembled[k] for k in AFTER} == AFTER
