@@ -18,7 +18,7 @@ from streams.keeper import SnapshotKeeper
 from streams.metrics import BatchOutput, StreamMetrics
 from streams.propose import Proposer, describe
 from streams.query import INPUT_TOPICS, Say
-from streams.signals import to_signals
+from streams.signals import DELTA, to_signals
 from streams.stateful import DEAD_LETTER, DECISION, KEEP, NOTE, Outcome
 from streams.stopping import StopGate
 
@@ -40,8 +40,12 @@ class BatchSink:
         self.say = say
         self.reader = SnapshotReader(config)
         self.ahead = SnapshotReader(config)  # the keeper's, on its own thread
+        # The deltas of the batch being written, by coordinates: a fix is planned from
+        # the one its batch carried, not read back from the bus (one from an earlier
+        # batch still is).
+        self.deltas: dict[tuple[str, int, int], bytes] = {}
         self.proposer = Proposer(self.reader, config.detect.disk_skew_threshold,
-                                 read_delta=self.reader.delta,
+                                 read_delta=self._delta,
                                  keeper=SnapshotKeeper(self.reader, self.ahead))
         self.producer = producer(config)
         self.signer = signer(config)
@@ -67,6 +71,7 @@ class BatchSink:
     def _write(self, frame: Any, batch_id: int) -> None:
         began = time.monotonic()
         output = BatchOutput(phases={"rows": 0.0, "plan": 0.0, "send": 0.0})
+        self.deltas.clear()
         raw = self._collect(frame)
         output.phases["rows"] += time.monotonic() - began
         # A failure's evidence first, its actions delivered before the batch's full
@@ -78,6 +83,8 @@ class BatchSink:
             began = time.monotonic()
             snapshots: dict[tuple[str, int, int], bytes] = {}
             signals = self._signals(part, snapshots)  # empties the part
+            self.deltas.update(((r.topic, r.partition, r.offset), r.body.encode("utf-8"))
+                               for r in signals if r.kind == DELTA)
             outcomes, after = self.state.step(batch_id, signals, after)
             output.phases["rows"] += time.monotonic() - began
             self._deliver(batch_id, outcomes, output, snapshots)
@@ -145,6 +152,10 @@ class BatchSink:
             why = "; ".join(failures[:3]) or "not acknowledged within 30 s"
             raise RuntimeError(f"batch {batch_id}: {len(failures) + left} record(s) not "
                                f"delivered to the bus ({why})")
+
+    def _delta(self, ref: SnapshotRef, cluster_id: str) -> bytes:
+        found = self.deltas.get((ref.topic, ref.partition, ref.offset))
+        return found if found is not None else self.reader.delta(ref, cluster_id)
 
     def _collect(self, frame: Any) -> list[Any]:
         """The batch's Kafka rows, on the driver: one collect, no Python worker."""

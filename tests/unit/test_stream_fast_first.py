@@ -151,3 +151,15 @@ def test_each_valid_snapshot_s_assembled_value_is_handed_over_for_the_keeper():
     assert list(snapshots) == [("s", 0, manifest)]  # not the chunks, not the bad one
     assembled = json.loads(snapshots["s", 0, manifest])
     assert {k: assembled[k] for k in AFTER} == AFTER
+
+
+def test_a_fix_reads_its_delta_from_the_batch_and_only_an_earlier_one_from_the_bus():
+    from streams.detect_types import SnapshotRef
+    from streams.sink import BatchSink
+
+    read: list[int] = []
+    sink = SimpleNamespace(deltas={("s", 0, 1): delta()}, reader=SimpleNamespace(
+        delta=lambda ref, cluster: read.append(ref.offset) or b"from the bus"))
+    assert BatchSink._delta(sink, SnapshotRef("s", 0, 1, 0), "c1") == delta()
+    assert BatchSink._delta(sink, SnapshotRef("s", 0, 0, 0), "c1") == b"from the bus"
+    assert read == [0]
