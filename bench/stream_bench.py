@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import statistics
 import tempfile
 import time
@@ -47,7 +48,13 @@ from schemas.snapshot_delta import make_delta
 
 
 def _config(state: Any, work: Path, prefix: str) -> Any:
-    env = {"SELFHEAL_SANDBOX_DIR": state.work_dir, "SELFHEAL_BUS_TOPIC_PREFIX": prefix,
+    # A `[stream]` setting to try (e.g. SELFHEAL_STREAM_MAX_OFFSETS_PER_TRIGGER) passes
+    # through from the environment; the bench's own keys win.
+    tried = {k: v for k, v in os.environ.items() if k.startswith("SELFHEAL_STREAM_")}
+    if tried:
+        print(f"  [stream] settings from the environment: {tried}")
+    env = {**tried, "SELFHEAL_SANDBOX_DIR": state.work_dir,
+           "SELFHEAL_BUS_TOPIC_PREFIX": prefix,
            "SELFHEAL_STREAM_CHECKPOINT_DIR": str(work / "checkpoints"),
            "SELFHEAL_STREAM_STARTING_OFFSETS": "latest"}
     return load(env=env)
@@ -201,6 +208,9 @@ def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: s
         print(f"  {label}, {len(values)} episodes: {what} p50 {statistics.median(values):.2f} s, "
               f"p95 {percentile(values, 0.95):.2f} s, p99 {percentile(values, 0.99):.2f} s, "
               f"max {max(values):.2f} s" + (f"; {missing} missing" if missing else ""))
+    print(f"  {label}, each episode (event -> received / created, s): " + ", ".join(
+        f"{actions.arrived[c] - t:.2f}/{actions.created.get(c, t) - t:.2f}"
+        for c, t in started.items() if c in actions.arrived))
     return took
 
 

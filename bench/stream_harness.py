@@ -34,6 +34,7 @@ class Job:
         # Spark's durationMs of each batch, in the same order (addBatch, queryPlanning, ...)
         self.phases: list[dict[str, int]] = []
         progress, phases = self.progress, self.phases
+        metrics = StreamMetrics()
 
         class Listener(StreamingQueryListener):  # type: ignore[misc]
             def onQueryStarted(self, event: Any) -> None:
@@ -42,7 +43,10 @@ class Job:
             def onQueryProgress(self, event: Any) -> None:
                 p = event.progress
                 progress.append((time.time(), p.numInputRows, (p.batchDuration or 0) / 1000))
-                phases.append(dict(p.durationMs or {}))
+                # with the sink's own steps (rows: collect, decode, detect; plan; send)
+                sink = metrics.batch_output(p.batchId).phases
+                phases.append({**(p.durationMs or {}),
+                               **{f"sink {k}": round(v * 1000) for k, v in sink.items()}})
 
             def onQueryIdle(self, event: Any) -> None:
                 pass
@@ -52,7 +56,7 @@ class Job:
 
         self.spark.streams.addListener(Listener())
         options = query.JobOptions.from_config(config)
-        self.sink = sink.BatchSink(config, StreamMetrics(), lambda line: None,
+        self.sink = sink.BatchSink(config, metrics, lambda line: None,
                                    options.checkpoint)
         self.query = query.build_query(self.spark, config, options, self.sink)
         self.sink.gate.query = self.query
@@ -184,7 +188,7 @@ def phase_report(phases: list[dict[str, int]]) -> str:
     names = sorted({k for p in phases for k in p}, key=lambda k: -statistics.median(
         [p.get(k, 0) for p in phases]))
     median = ", ".join(f"{k} {statistics.median([p.get(k, 0) for p in phases]):.0f}"
-                       for k in names[:6])
+                       for k in names[:9])
     slow = max(phases, key=lambda p: p.get("triggerExecution", 0))
-    worst = ", ".join(f"{k} {slow.get(k, 0)}" for k in names[:6])
+    worst = ", ".join(f"{k} {slow.get(k, 0)}" for k in names[:9])
     return f"median ms: {median}; the slowest batch: {worst}"

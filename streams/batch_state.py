@@ -47,17 +47,21 @@ class BatchState:
         self.delay_ms = watermark_delay_ms
         self._last: tuple[int, Saved] | None = None  # (batch id, its state)
 
-    def step(self, batch_id: int, rows: Iterable[Any]) -> tuple[list[Outcome], Saved]:
+    def step(self, batch_id: int, rows: Iterable[Any], part: Saved | None = None
+             ) -> tuple[list[Outcome], Saved]:
         """The batch's signal rows (``SIGNAL_DDL``) through the detector, cluster by
-        cluster: the outcomes, and the state to `commit` once they are delivered."""
+        cluster: the outcomes, and the state to `commit` once they are delivered.
+        ``part``: what the batch's first part left (streams/fast_first.py); this part
+        goes on from its clusters, at the batch's watermark, as if the two were one."""
         before = self._before(batch_id)
+        start = before if part is None else part
         by_cluster: dict[str, list[Any]] = {}
         newest = None
         for row in rows:
             by_cluster.setdefault(row.key or "", []).append(row)
             ms = event_ms(row.event_ts)
             newest = ms if newest is None or ms > newest else newest
-        clusters = dict(before.clusters)
+        clusters = dict(start.clusters)
         outcomes: list[Outcome] = []
         for cluster, group in by_cluster.items():
             out, state = step_cluster(self.settings, cluster, group, clusters.get(cluster),
@@ -65,7 +69,7 @@ class BatchState:
             outcomes += out
             if state is not None and cluster:
                 clusters[cluster] = state
-        watermark = before.watermark_ms
+        watermark = start.watermark_ms
         if newest is not None:
             watermark = max(watermark, newest - self.delay_ms)
         return outcomes, Saved(watermark, clusters)

@@ -4,9 +4,10 @@ Kept as `selfheal plan` reads it: the compiled core's columns
 (schemas/snapshot_columns.py, ~20 bytes a replica; no record made until a plan names a
 partition), or the records where the core is absent or turned off (`SELFHEAL_NATIVE=0`).
 
-When a batch brings a cluster a newer full snapshot, the sink asks the keeper to read it
-back and decode it on a thread of its own, off the batches' path; a failure's fix is
-then planned from that document in memory plus the failure's small delta
+When a batch brings a cluster a newer full snapshot, the sink hands the keeper its value
+(the batch had it: no second read from the bus) to decode on a thread of its own, off
+the batches' path (without the value, the thread reads it back); a failure's fix is then
+planned from that document in memory plus the failure's small delta
 (streams/propose.py), without reading or decoding a whole cluster in the batch. A
 document asked for before its read finished waits for it; one never kept (a restart, a
 failed read) is read where it is asked for, as before.
@@ -52,19 +53,22 @@ class SnapshotKeeper:
         self._pool = (ThreadPoolExecutor(1, thread_name_prefix="selfheal-snapshot-keeper")
                       if background is not None else None)
 
-    def keep(self, ref: SnapshotRef, cluster_id: str) -> None:
-        """A newer full snapshot of ``cluster_id`` is at ``ref``: read it ahead."""
+    def keep(self, ref: SnapshotRef, cluster_id: str, raw: bytes | None = None) -> None:
+        """A newer full snapshot of ``cluster_id`` is at ``ref``: read it ahead, or
+        decode ``raw``, its value, when the batch already had it (no second read of a
+        fleet's 27 MB from the bus)."""
         if self._pool is None:
             return
         with self._lock:
             for held in (self._docs.get(cluster_id), self._loading.get(cluster_id)):
                 if held is not None and held[0].taken_at >= ref.taken_at:
                     return  # this one, or a newer one, is kept or on its way
-            self._loading[cluster_id] = (ref, self._pool.submit(self._load, ref, cluster_id))
+            self._loading[cluster_id] = (ref, self._pool.submit(self._load, ref, cluster_id,
+                                                                raw))
 
-    def _load(self, ref: SnapshotRef, cluster_id: str) -> Any:
+    def _load(self, ref: SnapshotRef, cluster_id: str, raw: bytes | None = None) -> Any:
         assert self.background is not None
-        doc = self.decode(self.background(ref, cluster_id))
+        doc = self.decode(raw if raw is not None else self.background(ref, cluster_id))
         with self._lock:
             held = self._docs.get(cluster_id)
             if held is None or held[0].taken_at <= ref.taken_at:

@@ -3,7 +3,7 @@
 The detector keeps no snapshot in its state, only where the latest one sits on the bus;
 a decision brings that reference, the failure's delta when one came after it, and the
 dirs the detector holds offline. The snapshot is the one the driver keeps decoded
-(streams/keeper.py reads each new one ahead, off the batch's path: the compiled core's
+(streams/keeper.py decodes each new one off the batch's path: the compiled core's
 columns, the same model `selfheal plan` reads; records without the core), the delta is
 applied to it in memory (schemas/snapshot_delta.py), the held dirs are marked
 offline in it (the snapshot may predate the failure: the gauge can beat the collector),

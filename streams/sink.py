@@ -11,14 +11,15 @@ from typing import Any
 
 from core import bus, clock
 from core.config import Config
-from streams.batch_state import BatchState
+from streams.batch_state import BatchState, Saved
 from streams.detect_types import Decision, DetectSettings, SnapshotRef
+from streams.fast_first import split
 from streams.keeper import SnapshotKeeper
 from streams.metrics import BatchOutput, StreamMetrics
 from streams.propose import Proposer, describe
 from streams.query import INPUT_TOPICS, Say
-from streams.signals import to_signals
-from streams.stateful import DEAD_LETTER, DECISION, KEEP, NOTE
+from streams.signals import DELTA, to_signals
+from streams.stateful import DEAD_LETTER, DECISION, KEEP, NOTE, Outcome
 from streams.stopping import StopGate
 
 
@@ -39,8 +40,12 @@ class BatchSink:
         self.say = say
         self.reader = SnapshotReader(config)
         self.ahead = SnapshotReader(config)  # the keeper's, on its own thread
+        # The deltas of the batch being written, by coordinates: a fix is planned from
+        # the one its batch carried, not read back from the bus (one from an earlier
+        # batch still is).
+        self.deltas: dict[tuple[str, int, int], bytes] = {}
         self.proposer = Proposer(self.reader, config.detect.disk_skew_threshold,
-                                 read_delta=self.reader.delta,
+                                 read_delta=self._delta,
                                  keeper=SnapshotKeeper(self.reader, self.ahead))
         self.producer = producer(config)
         self.signer = signer(config)
@@ -50,6 +55,7 @@ class BatchSink:
         self.state = BatchState(checkpoint, DetectSettings.from_config(config.detect),
                                 int(config.stream.watermark_delay_seconds * 1000))
         self.topics = {config.topic(name): schema for name, schema in INPUT_TOPICS.items()}
+        self.snapshot_topic = config.topic("cluster-snapshots")
         self.limits = FactLimits.from_config(config.detect)
         # a manifest whose chunks are not in its batch
         self.chunks = BusChunks(client_config(config))
@@ -64,9 +70,34 @@ class BatchSink:
 
     def _write(self, frame: Any, batch_id: int) -> None:
         began = time.monotonic()
-        outcomes, after = self.state.step(batch_id, self._signals(frame))
+        output = BatchOutput(phases={"rows": 0.0, "plan": 0.0, "send": 0.0})
+        self.deltas.clear()
+        raw = self._collect(frame)
+        output.phases["rows"] += time.monotonic() - began
+        # A failure's evidence first, its actions delivered before the batch's full
+        # snapshots are assembled and decoded (streams/fast_first.py).
+        first, rest = split(raw, self.snapshot_topic)
+        del raw
+        after: Saved | None = None
+        for part in (first, rest) if first and rest else (first or rest,):
+            began = time.monotonic()
+            snapshots: dict[tuple[str, int, int], bytes] = {}
+            signals = self._signals(part, snapshots)  # empties the part
+            self.deltas.update(((r.topic, r.partition, r.offset), r.body.encode("utf-8"))
+                               for r in signals if r.kind == DELTA)
+            outcomes, after = self.state.step(batch_id, signals, after)
+            output.phases["rows"] += time.monotonic() - began
+            self._deliver(batch_id, outcomes, output, snapshots)
+        assert after is not None  # the loop ran at least once
+        self.state.commit(batch_id, after)
+        self.metrics.batch_written(batch_id, output)
+
+    def _deliver(self, batch_id: int, outcomes: list[Outcome], output: BatchOutput,
+                 snapshots: dict[tuple[str, int, int], bytes]) -> None:
+        """Plan, sign and send one part's outcomes; raise (failing the batch) unless the
+        bus acknowledged every record. ``snapshots``: the part's snapshot values by
+        coordinates, for the keeper."""
         planned = time.monotonic()
-        output = BatchOutput(phases={"rows": planned - began})
         errors: list[str] = []
 
         def delivered(err: Any, msg: Any) -> None:
@@ -85,7 +116,10 @@ class BatchSink:
                 self.metrics.notes.inc()
                 output.notes += 1
             elif kind == KEEP:
-                self.proposer.keeper.keep(SnapshotRef(**json.loads(body)), cluster)
+                ref = SnapshotRef(**json.loads(body))
+                self.proposer.keeper.keep(ref, cluster, snapshots.pop(
+                    (ref.topic, ref.partition, ref.offset), None))
+        snapshots.clear()  # the ones not kept: older ones of the same cluster
         for _, kind, body in outcomes:
             if kind != DECISION:
                 continue
@@ -104,9 +138,9 @@ class BatchSink:
                 output.actions[action.type] += 1
                 self.say(f"action {describe(action)}")
         sending = time.monotonic()
-        output.phases["plan"] = sending - planned
+        output.phases["plan"] += sending - planned
         left = self.producer.flush(30.0)
-        output.phases["send"] = time.monotonic() - sending
+        output.phases["send"] += time.monotonic() - sending
         failures = list(errors)  # what the bus said, not the purge's own reports below
         if left:
             # Not sent yet: dropped here, so that the batch's second run (Spark's, or
@@ -118,26 +152,40 @@ class BatchSink:
             why = "; ".join(failures[:3]) or "not acknowledged within 30 s"
             raise RuntimeError(f"batch {batch_id}: {len(failures) + left} record(s) not "
                                f"delivered to the bus ({why})")
-        self.state.commit(batch_id, after)
-        self.metrics.batch_written(batch_id, output)
 
-    def _signals(self, frame: Any) -> list[Any]:
-        """The batch's Kafka rows decoded and validated here, on the driver
-        (streams/signals.py): one collect, no Python worker."""
-        import pandas as pd
+    def _delta(self, ref: SnapshotRef, cluster_id: str) -> bytes:
+        found = self.deltas.get((ref.topic, ref.partition, ref.offset))
+        return found if found is not None else self.reader.delta(ref, cluster_id)
+
+    def _collect(self, frame: Any) -> list[Any]:
+        """The batch's Kafka rows, on the driver: one collect, no Python worker."""
         from pyspark.sql import functions as F
 
-        raw = frame.select("topic", "partition", "offset",
-                           F.unix_millis("timestamp").alias("ms"), "value").collect()
+        return frame.select("topic", "partition", "offset",
+                            F.unix_millis("timestamp").alias("ms"), "value").collect()
+
+    def _signals(self, raw: list[Any], snapshots: dict[tuple[str, int, int], bytes]
+                 ) -> list[Any]:
+        """Collected Kafka rows decoded and validated here, on the driver
+        (streams/signals.py); each valid snapshot's value into ``snapshots``. Empties
+        ``raw``: each row goes once its value is copied, not holding a second copy of a
+        fleet snapshot's chunks."""
+        import pandas as pd
+
         if not raw:
             return []
-        kafka = pd.DataFrame({
+        columns: dict[str, Any] = {
             "topic": [r.topic for r in raw], "partition": [r.partition for r in raw],
             "offset": [r.offset for r in raw],
-            "timestamp": pd.to_datetime([r.ms for r in raw], unit="ms"),
-            "value": [None if r.value is None else bytes(r.value) for r in raw]})
+            "timestamp": pd.to_datetime([r.ms for r in raw], unit="ms"), "value": []}
+        for i, row in enumerate(raw):
+            columns["value"].append(None if row.value is None else bytes(row.value))
+            raw[i] = row = None
+        raw.clear()
+        kafka = pd.DataFrame(columns)
+        del columns
         return [row for out in to_signals(iter([kafka]), self.topics, self.limits,
-                                          self.chunks)
+                                          self.chunks, snapshots)
                 for row in out.itertuples(index=False)]
 
     def close(self) -> None:

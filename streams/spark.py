@@ -93,7 +93,9 @@ def session(app_name: str = "kafka-selfheal", master: str | None = None,
     settings = {
         "spark.app.name": app_name,
         "spark.master": master,
-        "spark.driver.memory": os.environ.get("SELFHEAL_SPARK_DRIVER_MEMORY", "768m"),
+        # 512m holds a fleet's 27 MB snapshot batch (bench/RESULTS.md: the JVM's peak RSS
+        # ~100 MiB under 768m's, the batches no slower)
+        "spark.driver.memory": os.environ.get("SELFHEAL_SPARK_DRIVER_MEMORY", "512m"),
         # Executors connect back to the driver: on a cluster beyond this machine, set
         # $SELFHEAL_SPARK_DRIVER_HOST to an address of this host they can reach.
         "spark.driver.host": os.environ.get(DRIVER_HOST_ENV, "127.0.0.1"),

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
+from hypothesis import given, settings
+
 from schemas.snapshot import snapshot_from_dict
+from schemas.snapshot_columns import read_columns
 from streams.detect_types import SnapshotFacts
 from streams.facts import FactLimits, leader_imbalance, snapshot_facts
-from tests.unit.plan_snapshots import GIB, broker, doc, model, partition
+from tests.unit.plan_snapshots import GIB, broker, clusters, doc, model, partition
 
 LIMITS = FactLimits(disk_skew_threshold=1.10, disk_skew_min_bytes=GIB,
                     leader_imbalance_threshold=1.10)
@@ -74,3 +79,13 @@ def test_a_rack_above_its_share_is_imbalance_even_when_each_broker_is_within_one
     assert why is not None and why.startswith("rack r1 leads 6 partitions")
     assert leader_imbalance(model(leaders_doc([0, 0, 0, 1, 1, 2, 2, 2, 3, 3], racks)),
                             1.10) is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters(max_brokers=8, max_partitions=40, max_size=3 * GIB))
+def test_the_facts_of_the_core_s_columns_are_those_of_the_records(document):
+    # the job's decode step takes the columns where the core reads the document
+    columns = read_columns(json.dumps(document).encode())
+    assert columns is not None
+    assert (snapshot_facts(columns, LIMITS).to_json()
+            == snapshot_facts(snapshot_from_dict(document), LIMITS).to_json())

@@ -93,3 +93,12 @@ def test_the_job_keeps_a_snapshot_as_the_planners_read_it():
     assert isinstance(snapshot, Snapshot) and snapshot.brokers == again.brokers
     assert tuple(snapshot.partitions) == tuple(again.partitions)
     assert isinstance(snapshot.partitions, PartitionColumns | tuple)
+
+
+def test_a_snapshot_the_batch_had_is_decoded_from_its_value_not_read_again():
+    here, ahead = Reads(), Reads()
+    keeper = SnapshotKeeper(here, ahead, decoder=msgspec.json.decode)
+    keeper.keep(ref(5), "c1", msgspec.json.encode({"offset": 5, "from": "the batch"}))
+    assert keeper.get(ref(5), "c1") == {"offset": 5, "from": "the batch"}
+    keeper.close()
+    assert here.calls == ahead.calls == []
