@@ -34,7 +34,7 @@ from typing import Any
 
 from core.config import Config
 from streams.metrics import StreamMetrics, progress_listener
-from streams.query import INPUT_TOPICS, PRESCREEN, JobError, JobOptions, Say, build_query
+from streams.query import INPUT_TOPICS, JobError, JobOptions, Say, build_query
 from streams.sink import BatchSink
 
 
@@ -76,7 +76,7 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
         say(f"metrics on http://{config.stream.http_host}:{port}/metrics")
         spark = _session(config, options)
         spark.sparkContext.setLogLevel("ERROR")
-        spark.streams.addListener(progress_listener(metrics, say, PRESCREEN))
+        spark.streams.addListener(progress_listener(metrics, say))
         sink = BatchSink(config, metrics, say, options.checkpoint)
         restarts = Restarts(config.stream.query_restarts)
         while True:

@@ -2,8 +2,11 @@
 
 Spark reports each finished micro-batch to a `StreamingQueryListener` (input rows and
 rate, batch duration, rows the watermark dropped); the batch sink reports what it wrote
-(actions by type, dead letters by source topic, detection latency). The listener joins
-the two by batch id into the progress line.
+(actions by type, dead letters by source topic, detection latency) and how many rows
+reached it. The listener joins the two by batch id into the progress line; the rows the
+JVM's prescreen dropped are the difference. Not Spark's observed metrics: a progress
+event that carries them costs the driver JVM a class lookup through py4j that searched
+every jar, about a quarter of an idle batch's samples (docs/streaming.md).
 """
 
 from __future__ import annotations
@@ -27,12 +30,19 @@ WHOLE_BATCH = "triggerExecution"
 class BatchOutput:
     """What the sink wrote for one micro-batch; ``phases``: the sink's own seconds by
     step (rows: computing the batch's rows, plan: the proposer with its snapshot
-    read-back, send: the bus's acknowledgements)."""
+    read-back, send: the bus's acknowledgements); ``read``: the rows the sink collected,
+    those the JVM's prescreen left (None: no report from the sink)."""
 
     actions: Counter[str] = field(default_factory=Counter)
     dead_letters: int = 0
     notes: int = 0
     phases: dict[str, float] = field(default_factory=dict)
+    read: int | None = None
+
+    def fast(self, input_rows: int) -> int:
+        """Of the batch's ``input_rows``, those the prescreen dropped in the JVM (the
+        fast path): every row it left reaches the sink."""
+        return max(0, input_rows - self.read) if self.read is not None else 0
 
 
 class StreamMetrics:
@@ -135,10 +145,8 @@ def _phases(spark_ms: dict[str, int], sink: dict[str, float]) -> str:
     return ", ".join(parts) or "no phase over 0.1 s"
 
 
-def progress_listener(metrics: StreamMetrics, say: Callable[[str], None],
-                      observed: str | None = None) -> Any:
-    """A `StreamingQueryListener` that updates ``metrics`` and says one line per batch;
-    ``observed`` names the query's fast-path metrics (rows, fast)."""
+def progress_listener(metrics: StreamMetrics, say: Callable[[str], None]) -> Any:
+    """A `StreamingQueryListener` that updates ``metrics`` and says one line per batch."""
     from pyspark.sql.streaming import StreamingQueryListener
 
     class Listener(StreamingQueryListener):  # type: ignore[misc]
@@ -159,11 +167,10 @@ def progress_listener(metrics: StreamMetrics, say: Callable[[str], None],
             for op in p.stateOperators or ():
                 metrics.dropped_late.inc(op.numRowsDroppedByWatermark or 0)
                 metrics.state_rows.set(op.numRowsTotal or 0)
-            seen = (p.observedMetrics or {}).get(observed) if observed else None
-            fast = int(seen["fast"] or 0) if seen is not None else 0
+            output = metrics.batch_output(p.batchId)
+            fast = output.fast(p.numInputRows)
             metrics.fast_rows.inc(fast)
-            say(progress_line(p.batchId, p.numInputRows, seconds,
-                              metrics.batch_output(p.batchId), fast, spark_ms))
+            say(progress_line(p.batchId, p.numInputRows, seconds, output, fast, spark_ms))
 
         def onQueryIdle(self, event: Any) -> None:
             pass

@@ -64,9 +64,10 @@ class BatchSink:
 
     def _write(self, frame: Any, batch_id: int) -> None:
         began = time.monotonic()
-        outcomes, after = self.state.step(batch_id, self._signals(frame))
+        read, signals = self._signals(frame)
+        outcomes, after = self.state.step(batch_id, signals)
         planned = time.monotonic()
-        output = BatchOutput(phases={"rows": planned - began})
+        output = BatchOutput(phases={"rows": planned - began}, read=read)
         errors: list[str] = []
 
         def delivered(err: Any, msg: Any) -> None:
@@ -121,24 +122,25 @@ class BatchSink:
         self.state.commit(batch_id, after)
         self.metrics.batch_written(batch_id, output)
 
-    def _signals(self, frame: Any) -> list[Any]:
+    def _signals(self, frame: Any) -> tuple[int, list[Any]]:
         """The batch's Kafka rows decoded and validated here, on the driver
-        (streams/signals.py): one collect, no Python worker."""
+        (streams/signals.py): one collect, no Python worker. Also how many rows the
+        collect brought (what the JVM's prescreen left)."""
         import pandas as pd
         from pyspark.sql import functions as F
 
         raw = frame.select("topic", "partition", "offset",
                            F.unix_millis("timestamp").alias("ms"), "value").collect()
         if not raw:
-            return []
+            return 0, []
         kafka = pd.DataFrame({
             "topic": [r.topic for r in raw], "partition": [r.partition for r in raw],
             "offset": [r.offset for r in raw],
             "timestamp": pd.to_datetime([r.ms for r in raw], unit="ms"),
             "value": [None if r.value is None else bytes(r.value) for r in raw]})
-        return [row for out in to_signals(iter([kafka]), self.topics, self.limits,
-                                          self.chunks)
-                for row in out.itertuples(index=False)]
+        return len(raw), [row for out in to_signals(iter([kafka]), self.topics, self.limits,
+                                                    self.chunks)
+                          for row in out.itertuples(index=False)]
 
     def close(self) -> None:
         self.producer.flush(10.0)

@@ -32,3 +32,12 @@ def test_the_threshold_and_a_batch_without_sparks_phases():
     line = progress_line(1, 5, SLOW_BATCH_S, output)
     assert line.endswith("; slow, where it went: the sink: rows 6.00, plan 0.00, send 0.00")
     assert progress_line(1, 5, 9.0, BatchOutput()).endswith("where it went: no phase over 0.1 s")
+
+
+def test_the_fast_path_is_what_spark_read_less_what_reached_the_sink():
+    # 39 rows read, 9 collected by the sink: the prescreen dropped 30 in the JVM
+    assert BatchOutput(read=9).fast(39) == 30
+    assert BatchOutput(read=0).fast(30) == 30
+    assert BatchOutput(read=12).fast(12) == 0
+    # no report from the sink for that batch: nothing is claimed for the fast path
+    assert BatchOutput().fast(39) == 0
