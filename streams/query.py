@@ -13,6 +13,10 @@ from core.config import Config
 INPUT_TOPICS = {"broker-metrics": "broker-metric", "logdir-events": "logdir-event",
                 "cluster-snapshots": "cluster-snapshot"}
 QUERY_NAME = "selfheal-detect"
+# What the sink collects of each row, projected here, once: built in the batch body, the
+# same projection cost a py4j lookup of a class by its short name per column, each miss
+# of which searched every jar on the driver's classpath.
+SINK_COLUMNS = ("topic", "partition", "offset", "unix_millis(timestamp) AS ms", "value")
 STATE_STORE = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
 Say = Callable[[str], None]
@@ -109,7 +113,7 @@ def build_query(spark: Any, config: Config, options: JobOptions,
         .where(~fast_path(config.topic("broker-metrics")))
     )
     source = metrics.unionByName(read("logdir-events")).unionByName(
-        read("cluster-snapshots", stream.max_snapshots_per_trigger))
+        read("cluster-snapshots", stream.max_snapshots_per_trigger)).selectExpr(*SINK_COLUMNS)
     # Decoding, validation and detection happen in the sink, on the driver: one collect a
     # batch, no Python worker, no shuffle, no state store (docs/streaming.md).
     writer = (source.writeStream.queryName(QUERY_NAME).foreachBatch(sink)

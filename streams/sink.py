@@ -127,10 +127,8 @@ class BatchSink:
         (streams/signals.py): one collect, no Python worker. Also how many rows the
         collect brought (what the JVM's prescreen left)."""
         import pandas as pd
-        from pyspark.sql import functions as F
 
-        raw = frame.select("topic", "partition", "offset",
-                           F.unix_millis("timestamp").alias("ms"), "value").collect()
+        raw = frame.collect()  # streams.query.SINK_COLUMNS
         if not raw:
             return 0, []
         kafka = pd.DataFrame({
