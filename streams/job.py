@@ -51,10 +51,11 @@ def spark_conf() -> dict[str, str]:
 
 # Spark's offset and commit logs through Hadoop's FileSystem on the raw local file system.
 # Its default, FileContext over the checksummed local file system, wrote each log file
-# with a .crc beside it and, without Hadoop's native library, forked `chmod` for each and
-# `readlink` for every rename: 20 processes a batch, ~80 ms of CPU. The checkpoint is a
-# local folder (the detector's state is written there by Python, streams/batch_state.py),
-# where a rename is atomic, which is what Spark asks of the FileSystem manager. Given up:
+# with a .crc beside it and, without Hadoop's native library, forked two `chmod` and eight
+# `readlink` for each: 20 processes a batch, ~80 ms of CPU (docs/streaming.md). The
+# checkpoint is a local folder (the detector's state is written there by Python,
+# streams/batch_state.py), where a rename is atomic, which is what Spark asks of the
+# FileSystem manager. Given up:
 # the checksums, and a rename that refuses to replace (this manager checks that the file
 # is absent, then renames): a second job writing the same checkpoint at the same instant
 # was refused, now only short of that instant; one job per checkpoint is the rule anyway
