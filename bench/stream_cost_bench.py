@@ -100,34 +100,18 @@ class CostJob:
     """The job's query with a listener that records each batch's Spark phases."""
 
     def __init__(self, config: Any, conf: dict[str, str] | None = None) -> None:
-        from pyspark.sql.streaming import StreamingQueryListener
-
         from core.bus import ensure_topics
         from streams import job, query, sink, spark
-        from streams.metrics import StreamMetrics
+        from streams.metrics import StreamMetrics, query_listener
 
         ensure_topics(config)
         self.spark = spark.session("selfheal-stream-cost",
                                    extra_conf={**job.spark_conf(), **(conf or {})})
         self.spark.sparkContext.setLogLevel("ERROR")
         self.progress: list[tuple[int, dict[str, int]]] = []
-        progress = self.progress
-
-        class Listener(StreamingQueryListener):  # type: ignore[misc]
-            def onQueryStarted(self, event: Any) -> None:
-                pass
-
-            def onQueryProgress(self, event: Any) -> None:
-                p = event.progress
-                progress.append((p.numInputRows, dict(p.durationMs or {})))
-
-            def onQueryIdle(self, event: Any) -> None:
-                pass
-
-            def onQueryTerminated(self, event: Any) -> None:
-                pass
-
-        self.spark.streams.addListener(Listener())
+        # the job's own kind of listener: what it costs a batch is the job's
+        self.spark.streams.addListener(query_listener(lambda p: self.progress.append(
+            (p["numInputRows"], dict(p.get("durationMs") or {})))))
         options = query.JobOptions.from_config(config)
         self.sink = sink.BatchSink(config, StreamMetrics(), lambda line: None,
                                    options.checkpoint)

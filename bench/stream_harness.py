@@ -19,11 +19,9 @@ class Job:
     """The streaming query as `selfheal stream` runs it, with its progress recorded."""
 
     def __init__(self, config: Any) -> None:
-        from pyspark.sql.streaming import StreamingQueryListener
-
         from core.bus import ensure_topics
         from streams import job, query, sink, spark
-        from streams.metrics import StreamMetrics
+        from streams.metrics import StreamMetrics, query_listener
 
         ensure_topics(config)
         self.config = config
@@ -33,28 +31,17 @@ class Job:
         self.progress: list[tuple[float, int, float]] = []  # (at, rows, seconds)
         # Spark's durationMs of each batch, in the same order (addBatch, queryPlanning, ...)
         self.phases: list[dict[str, int]] = []
-        progress, phases = self.progress, self.phases
         metrics = StreamMetrics()
 
-        class Listener(StreamingQueryListener):  # type: ignore[misc]
-            def onQueryStarted(self, event: Any) -> None:
-                pass
+        def progress(p: dict[str, Any]) -> None:
+            self.progress.append((time.time(), p["numInputRows"],
+                                  (p.get("batchDuration") or 0) / 1000))
+            # with the sink's own steps (rows: collect, decode, detect; plan; send)
+            sink_phases = metrics.batch_output(p["batchId"]).phases
+            self.phases.append({**(p.get("durationMs") or {}),
+                                **{f"sink {k}": round(v * 1000) for k, v in sink_phases.items()}})
 
-            def onQueryProgress(self, event: Any) -> None:
-                p = event.progress
-                progress.append((time.time(), p.numInputRows, (p.batchDuration or 0) / 1000))
-                # with the sink's own steps (rows: collect, decode, detect; plan; send)
-                sink = metrics.batch_output(p.batchId).phases
-                phases.append({**(p.durationMs or {}),
-                               **{f"sink {k}": round(v * 1000) for k, v in sink.items()}})
-
-            def onQueryIdle(self, event: Any) -> None:
-                pass
-
-            def onQueryTerminated(self, event: Any) -> None:
-                pass
-
-        self.spark.streams.addListener(Listener())
+        self.spark.streams.addListener(query_listener(progress))
         options = query.JobOptions.from_config(config)
         self.sink = sink.BatchSink(config, metrics, lambda line: None,
                                    options.checkpoint)

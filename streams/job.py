@@ -34,7 +34,7 @@ from typing import Any
 
 from core.config import Config
 from streams.metrics import StreamMetrics, progress_listener
-from streams.query import INPUT_TOPICS, PRESCREEN, JobError, JobOptions, Say, build_query
+from streams.query import INPUT_TOPICS, JobError, JobOptions, Say, build_query
 from streams.sink import BatchSink
 
 
@@ -45,7 +45,27 @@ def spark_conf() -> dict[str, str]:
         # so Spark would run none anyway; said here so that none is ever added unnoticed).
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",
         "spark.ui.showConsoleProgress": "false",  # the job prints its own line per batch
+        **LOCAL_CHECKPOINT,
     }
+
+
+# Spark's offset and commit logs through Hadoop's FileSystem on the raw local file system.
+# Its default, FileContext over the checksummed local file system, wrote each log file
+# with a .crc beside it and, without Hadoop's native library, forked two `chmod` and eight
+# `readlink` for each: 20 processes a batch, ~80 ms of CPU (docs/streaming.md). The
+# checkpoint is a local folder (the detector's state is written there by Python,
+# streams/batch_state.py), where a rename is atomic, which is what Spark asks of the
+# FileSystem manager. Given up:
+# the checksums, and a rename that refuses to replace (this manager checks that the file
+# is absent, then renames): a second job writing the same checkpoint at the same instant
+# was refused, now only short of that instant; one job per checkpoint is the rule anyway
+# (its detector state is the job's own).
+LOCAL_CHECKPOINT = {
+    "spark.sql.streaming.checkpointFileManagerClass":
+        "org.apache.spark.sql.execution.streaming.checkpointing."
+        "FileSystemBasedCheckpointFileManager",
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+}
 
 
 def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
@@ -76,7 +96,7 @@ def run(config: Config, options: JobOptions, say: Say | None = None) -> int:
         say(f"metrics on http://{config.stream.http_host}:{port}/metrics")
         spark = _session(config, options)
         spark.sparkContext.setLogLevel("ERROR")
-        spark.streams.addListener(progress_listener(metrics, say, PRESCREEN))
+        spark.streams.addListener(progress_listener(metrics, say))
         sink = BatchSink(config, metrics, say, options.checkpoint)
         restarts = Restarts(config.stream.query_restarts)
         while True:

@@ -2,12 +2,16 @@
 
 Spark reports each finished micro-batch to a `StreamingQueryListener` (input rows and
 rate, batch duration, rows the watermark dropped); the batch sink reports what it wrote
-(actions by type, dead letters by source topic, detection latency). The listener joins
-the two by batch id into the progress line.
+(actions by type, dead letters by source topic, detection latency) and how many rows
+reached it. The listener joins the two by batch id into the progress line; the rows the
+JVM's prescreen dropped are the difference. Not Spark's observed metrics: a progress
+event that carries them costs the driver JVM a class lookup through py4j that searched
+every jar, about a quarter of an idle batch's samples (docs/streaming.md).
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -27,12 +31,19 @@ WHOLE_BATCH = "triggerExecution"
 class BatchOutput:
     """What the sink wrote for one micro-batch; ``phases``: the sink's own seconds by
     step (rows: computing the batch's rows, plan: the proposer with its snapshot
-    read-back, send: the bus's acknowledgements)."""
+    read-back, send: the bus's acknowledgements); ``read``: the rows the sink collected,
+    those the JVM's prescreen left (None: no report from the sink)."""
 
     actions: Counter[str] = field(default_factory=Counter)
     dead_letters: int = 0
     notes: int = 0
     phases: dict[str, float] = field(default_factory=dict)
+    read: int | None = None
+
+    def fast(self, input_rows: int) -> int:
+        """Of the batch's ``input_rows``, those the prescreen dropped in the JVM (the
+        fast path): every row it left reaches the sink."""
+        return max(0, input_rows - self.read) if self.read is not None else 0
 
 
 class StreamMetrics:
@@ -135,41 +146,81 @@ def _phases(spark_ms: dict[str, int], sink: dict[str, float]) -> str:
     return ", ".join(parts) or "no phase over 0.1 s"
 
 
-def progress_listener(metrics: StreamMetrics, say: Callable[[str], None],
-                      observed: str | None = None) -> Any:
-    """A `StreamingQueryListener` that updates ``metrics`` and says one line per batch;
-    ``observed`` names the query's fast-path metrics (rows, fast)."""
-    from pyspark.sql.streaming import StreamingQueryListener
+def query_listener(on_progress: Callable[[dict[str, Any]], None],
+                   on_terminated: Callable[[Any], None] | None = None) -> Any:
+    """A `StreamingQueryListener` that hands each batch's progress, as Spark's own JSON of
+    it (`StreamingQueryProgress.json`, decoded), to ``on_progress`` and a stopped query's
+    event to ``on_terminated``.
+
+    One py4j call a batch: pyspark's listener reads the progress field by field, each a
+    call from Python into the driver JVM answered on the listener bus's thread, about 80
+    for one batch of three sources (docs/streaming.md). Spark leaves a rate that is not a
+    number out of the JSON."""
+    from pyspark import SparkContext
+    from pyspark.sql.streaming.listener import JStreamingQueryListener, StreamingQueryListener
+
+    class Events(JStreamingQueryListener):  # type: ignore[misc]
+        def onQueryStarted(self, jevent: Any) -> None:
+            pass  # unread: not converted
+
+        def onQueryProgress(self, jevent: Any) -> None:
+            on_progress(json.loads(jevent.progress().json()))
+
+        def onQueryIdle(self, jevent: Any) -> None:
+            pass  # every 10 s while no data arrives; unread
 
     class Listener(StreamingQueryListener):  # type: ignore[misc]
+        @property
+        def _jlistener(self) -> Any:  # pyspark's, with `Events` in place of its own
+            if not hasattr(self, "_jlistenerobj"):
+                jvm: Any = SparkContext._jvm
+                self._jlistenerobj = jvm.PythonStreamingQueryListenerWrapper(Events(self))
+            return self._jlistenerobj
+
         def onQueryStarted(self, event: Any) -> None:
-            pass
+            pass  # `Events` calls none of these three
 
         def onQueryProgress(self, event: Any) -> None:
-            p = event.progress
-            metrics.input_rows.inc(p.numInputRows)
-            metrics.input_rate.set(p.inputRowsPerSecond or 0.0)
-            metrics.processed_rate.set(p.processedRowsPerSecond or 0.0)
-            seconds = (p.batchDuration or 0) / 1000
-            metrics.batch_duration.observe(seconds)
-            spark_ms = dict(p.durationMs or {})
-            for phase, ms in spark_ms.items():
-                if phase != WHOLE_BATCH:
-                    metrics.batch_phases.labels(phase).inc(ms / 1000)
-            for op in p.stateOperators or ():
-                metrics.dropped_late.inc(op.numRowsDroppedByWatermark or 0)
-                metrics.state_rows.set(op.numRowsTotal or 0)
-            seen = (p.observedMetrics or {}).get(observed) if observed else None
-            fast = int(seen["fast"] or 0) if seen is not None else 0
-            metrics.fast_rows.inc(fast)
-            say(progress_line(p.batchId, p.numInputRows, seconds,
-                              metrics.batch_output(p.batchId), fast, spark_ms))
+            pass
 
         def onQueryIdle(self, event: Any) -> None:
             pass
 
         def onQueryTerminated(self, event: Any) -> None:
-            if event.exception:
-                say(f"query stopped with an error: {event.exception.splitlines()[0]}")
+            if on_terminated is not None:
+                on_terminated(event)
 
     return Listener()
+
+
+def batch_done(metrics: StreamMetrics, say: Callable[[str], None],
+               progress: dict[str, Any]) -> None:
+    """One batch's Spark progress (its JSON) into ``metrics``, joined with the sink's
+    report of it, and its line said."""
+    rows = int(progress.get("numInputRows") or 0)
+    metrics.input_rows.inc(rows)
+    metrics.input_rate.set(progress.get("inputRowsPerSecond") or 0.0)
+    metrics.processed_rate.set(progress.get("processedRowsPerSecond") or 0.0)
+    seconds = (progress.get("batchDuration") or 0) / 1000
+    metrics.batch_duration.observe(seconds)
+    spark_ms = {name: int(ms) for name, ms in (progress.get("durationMs") or {}).items()}
+    for phase, ms in spark_ms.items():
+        if phase != WHOLE_BATCH:
+            metrics.batch_phases.labels(phase).inc(ms / 1000)
+    for op in progress.get("stateOperators") or ():
+        metrics.dropped_late.inc(op.get("numRowsDroppedByWatermark") or 0)
+        metrics.state_rows.set(op.get("numRowsTotal") or 0)
+    output = metrics.batch_output(int(progress["batchId"]))
+    fast = output.fast(rows)
+    metrics.fast_rows.inc(fast)
+    say(progress_line(int(progress["batchId"]), rows, seconds, output, fast, spark_ms))
+
+
+def progress_listener(metrics: StreamMetrics, say: Callable[[str], None]) -> Any:
+    """A `StreamingQueryListener` that updates ``metrics`` and says one line per batch."""
+
+    def terminated(event: Any) -> None:
+        if event.exception:
+            say(f"query stopped with an error: {event.exception.splitlines()[0]}")
+
+    return query_listener(lambda progress: batch_done(metrics, say, progress), terminated)

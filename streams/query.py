@@ -13,7 +13,10 @@ from core.config import Config
 INPUT_TOPICS = {"broker-metrics": "broker-metric", "logdir-events": "logdir-event",
                 "cluster-snapshots": "cluster-snapshot"}
 QUERY_NAME = "selfheal-detect"
-PRESCREEN = "prescreen"  # the observed metrics of the fast path
+# What the sink collects of each row, projected here, once: built in the batch body, the
+# same projection cost a py4j lookup of a class by its short name per column, each miss
+# of which searched every jar on the driver's classpath.
+SINK_COLUMNS = ("topic", "partition", "offset", "unix_millis(timestamp) AS ms", "value")
 STATE_STORE = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
 Say = Callable[[str], None]
@@ -77,8 +80,6 @@ class JobOptions:
 def build_query(spark: Any, config: Config, options: JobOptions,
                 sink: Callable[[Any, int], None]) -> Any:
     """Define and start the streaming query."""
-    from pyspark.sql import functions as F
-
     from core.security import spark_options
     from streams.prescreen import fast_path
 
@@ -107,15 +108,12 @@ def build_query(spark: Any, config: Config, options: JobOptions,
     metrics = (
         read("broker-metrics", stream.max_offsets_per_trigger)
         # Certainly-valid partition-size samples stop here, in the JVM: they are nearly
-        # all the input and detection does not read them (streams/prescreen.py).
-        .withColumn("fast", fast_path(config.topic("broker-metrics")))
-        .observe(PRESCREEN, F.count(F.lit(1)).alias("rows"),
-                 F.sum(F.col("fast").cast("long")).alias("fast"))
-        .where(~F.col("fast"))
-        .drop("fast")
+        # all the input and detection does not read them (streams/prescreen.py). How
+        # many: the batch's input rows less what the sink collected (streams/metrics.py).
+        .where(~fast_path(config.topic("broker-metrics")))
     )
     source = metrics.unionByName(read("logdir-events")).unionByName(
-        read("cluster-snapshots", stream.max_snapshots_per_trigger))
+        read("cluster-snapshots", stream.max_snapshots_per_trigger)).selectExpr(*SINK_COLUMNS)
     # Decoding, validation and detection happen in the sink, on the driver: one collect a
     # batch, no Python worker, no shuffle, no state store (docs/streaming.md).
     writer = (source.writeStream.queryName(QUERY_NAME).foreachBatch(sink)

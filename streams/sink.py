@@ -73,6 +73,7 @@ class BatchSink:
         output = BatchOutput(phases={"rows": 0.0, "plan": 0.0, "send": 0.0})
         self.deltas.clear()
         raw = self._collect(frame)
+        output.read = len(raw)
         output.phases["rows"] += time.monotonic() - began
         # A failure's evidence first, its actions delivered before the batch's full
         # snapshots are assembled and decoded (streams/fast_first.py).
@@ -158,11 +159,9 @@ class BatchSink:
         return found if found is not None else self.reader.delta(ref, cluster_id)
 
     def _collect(self, frame: Any) -> list[Any]:
-        """The batch's Kafka rows, on the driver: one collect, no Python worker."""
-        from pyspark.sql import functions as F
-
-        return frame.select("topic", "partition", "offset",
-                            F.unix_millis("timestamp").alias("ms"), "value").collect()
+        """The batch's Kafka rows (streams.query.SINK_COLUMNS, projected in the query), on
+        the driver: one collect, no Python worker."""
+        return frame.collect()
 
     def _signals(self, raw: list[Any], snapshots: dict[tuple[str, int, int], bytes]
                  ) -> list[Any]:

@@ -14,6 +14,7 @@ import json
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -116,6 +117,13 @@ def test_a_real_dir_failure_is_proposed_once_even_after_a_restart_and_a_replay(
         bus.settle()
         fixes = bus.actions(cluster_id, "fix_offline_replicas")
         assert [a["action_id"] for a in fixes] == [fix["action_id"]]
+        # Spark's logs went through the raw local file system (streams/job.py
+        # LOCAL_CHECKPOINT): no checksum files, and the restart resumed from them.
+        checkpoint = Path(re.search(r"checkpoint (\S+), ", job.wait_for("running:", 5))[1])
+        for log in ("offsets", "commits"):
+            names = [p.name for p in (checkpoint / log).iterdir()]
+            assert any(n.isdigit() for n in names) and not [n for n in names
+                                                            if n.endswith(".crc")], names
     finally:
         if cluster.disk_failed(path):
             cluster.heal_disk(sandbox, broker, path)
