@@ -53,11 +53,8 @@ def _producer(state: SandboxState) -> Any:
         **client_config(state),
         "acks": "all",
         "enable.idempotence": True,
-        # One request in flight per broker: with several, a failed request makes the
-        # ones behind it fail out of sequence, librdkafka bumps the producer epoch and
-        # resends what may already be in the log (librdkafka #4953, open). The chaos bus
-        # outage once read two acknowledged messages twice; the workload's exactly-once
-        # check is about the product, not that client path.
+        # One request in flight: with several, librdkafka can bump its epoch and resend
+        # what is already in the log (docs/facts.md; read twice once in the bus outage).
         "max.in.flight.requests.per.connection": 1,
         "linger.ms": 5,
         "message.timeout.ms": 120000,
