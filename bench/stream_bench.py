@@ -7,9 +7,8 @@ stream` does: same session settings, same query) on topics of its own, then:
    1,000-broker cluster (99% of them kafka_log_size, the rest per-dir offline gauges and
    counts) for a minute, as the metrics collector publishes them with the product's
    defaults (change-only, streams/collect/changes.py: a healthy cluster's whole scrape
-   once per keepalive, 60 s, each broker on its own grid so a 10 s round carries a
-   sixth of them, and nothing between, since no gauge changes; `--aligned-keepalives`:
-   all in one round), or with `--whole-scrapes` as before change-only publishing (every
+   once per keepalive, 60 s, every broker in the same round, and nothing between, since
+   no gauge changes), or with `--whole-scrapes` as before change-only publishing (every
    30 s scrape whole: 35,000 samples/s, steady); prints the rate produced, the rate the
    job read, its batch durations and how long it took to catch up after;
 2. latency: failure episodes as the collectors send them (a ZooKeeper notification,
@@ -71,7 +70,7 @@ def throughput(job: Job, config: Any, seconds: float) -> None:
     producer = ctx.Process(
         target=stream_load.produce_load,
         args=(config.bus.bootstrap_servers, topic, stream_load.RATE, seconds, report,
-              stream_load.KEEPALIVE, stream_load.ALIGNED))
+              stream_load.KEEPALIVE))
     mark = len(job.progress)
     started = time.time()
     producer.start()
@@ -225,7 +224,7 @@ def loaded_latency(job: Job, config: Any, base: dict[str, Any], episodes: int,
     producer = ctx.Process(
         target=stream_load.produce_load,
         args=(config.bus.bootstrap_servers, config.topic("broker-metrics"), stream_load.RATE,
-              load_seconds, report, stream_load.KEEPALIVE, stream_load.ALIGNED))
+              load_seconds, report, stream_load.KEEPALIVE))
     producer.start()
     time.sleep(10)
     try:
@@ -355,11 +354,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--whole-scrapes", action="store_true",
                         help=f"the metric load as before change-only publishing: every scrape "
                              f"whole, {stream_load.RATE:,} samples/s steady")
-    parser.add_argument("--aligned-keepalives", action="store_true",
-                        help="every broker's keepalive in the same round, as before each "
-                             "broker got a grid of its own")
     args = parser.parse_args(argv)
-    stream_load.ALIGNED = args.aligned_keepalives
     global DELTAS
     DELTAS = not args.no_delta
     stream_load.KEEPALIVE = (0.0 if args.whole_scrapes

@@ -10,38 +10,19 @@ from core import clock
 
 RATE = 35_000  # samples/s: 1,000 brokers x ~1,050 samples per 30 s scrape
 # Change-only publishing ([collect] metrics_keepalive_seconds, its default): a healthy
-# cluster's brokers each go whole once per keepalive, nothing between; each broker on
-# its own grid (streams/collect/changes.py), met by the collector's next 10 s round;
-# `--aligned-keepalives` sends them all in one round, as before the spread. 0: every
+# cluster's brokers go whole together once per keepalive, nothing between. 0: every
 # scrape whole, RATE samples/s steady (`--whole-scrapes`).
 KEEPALIVE = 60.0
-SCRAPE_S = 10.0
-ALIGNED = False
 BROKERS = 1000
 SIZES_PER_BROKER = 1040
 DIRS_PER_BROKER = 4
 
 
-def due_in_round(elapsed: float, keepalive: float, aligned: bool) -> list[int]:
-    """The brokers whose whole scrape the collector's round at ``elapsed`` s sends."""
-    from streams.collect.changes import ChangeOnly
-
-    if elapsed <= 0 or aligned:
-        return list(range(BROKERS))
-    grid = ChangeOnly(keepalive)
-    # broker b's keepalives fall at k * keepalive - phase(b), k >= 1: one in this round's
-    # (elapsed - SCRAPE_S, elapsed]
-    return [b for b in range(BROKERS)
-            if (elapsed + grid.phase(b)) // keepalive
-            > (elapsed - SCRAPE_S + grid.phase(b)) // keepalive]
-
-
-def scrape(when: str, brokers: list[int] | None = None) -> list[bytes]:
-    """One scrape of ``brokers`` (default every broker): the samples a 30 s interval
-    produces."""
+def scrape(when: str) -> list[bytes]:
+    """One scrape of every broker: the samples a 30 s interval produces."""
     head = f'{{"version":1,"cluster_id":"bench-load","event_time":"{when}","broker":'
     out = []
-    for b in range(BROKERS) if brokers is None else brokers:
+    for b in range(BROKERS):
         rack = f'"rack":"r{b % 3}",'
         for p in range(SIZES_PER_BROKER):
             out.append(f'{head}{b},{rack}"metric":"kafka_log_size","labels":{{"topic":'
@@ -55,7 +36,7 @@ def scrape(when: str, brokers: list[int] | None = None) -> list[bytes]:
 
 
 def produce_load(servers: str, topic: str, rate: int, seconds: float,
-                  report: Any, keepalive: float = 0.0, aligned: bool = False) -> None:
+                  report: Any, keepalive: float = 0.0) -> None:
     """In its own process: for ``seconds``, send ``rate`` samples/s steady (``keepalive``
     0), or one whole scrape of every broker each ``keepalive`` seconds, as fast as the
     producer goes (the collector's round), and nothing between; report the count."""
@@ -76,15 +57,12 @@ def produce_load(servers: str, topic: str, rate: int, seconds: float,
 
     if keepalive > 0:
         rounds = 0
-        every = keepalive if aligned else SCRAPE_S
         while time.monotonic() - started < seconds:
-            due = started + rounds * every
+            due = started + rounds * keepalive
             if time.monotonic() < due:
                 time.sleep(min(0.2, due - time.monotonic()))
                 continue
-            # stamped as the round scrapes them
-            for sample in scrape(clock.text(), due_in_round(rounds * every, keepalive,
-                                                            aligned)):
+            for sample in scrape(clock.text()):  # stamped as the round scrapes them
                 send(sample)
                 k += 1
             sent, rounds = k, rounds + 1
@@ -108,7 +86,6 @@ def produce_load(servers: str, topic: str, rate: int, seconds: float,
 def label() -> str:
     if KEEPALIVE > 0:
         per = BROKERS * (SIZES_PER_BROKER + DIRS_PER_BROKER + 1)
-        how = "in one round" if ALIGNED else f"spread over {SCRAPE_S:.0f} s rounds"
-        return (f"change-only metrics ({per:,} samples each {KEEPALIVE:.0f} s {how}, "
+        return (f"change-only metrics ({per:,} samples each {KEEPALIVE:.0f} s, "
                 f"{per / KEEPALIVE:,.0f}/s on average)")
     return f"{RATE:,} samples/s"

@@ -11,12 +11,6 @@ While anything is wrong (a dir or the offline count reads non-zero on any broker
 exporter does not answer) every scrape goes whole, as it always did: the detector's
 clock is the event time of what arrives, and its waits (the broker return and death
 graces, the fresh-snapshot wait) must keep moving while it has something to decide.
-
-Each broker's keepalive falls on a grid of its own: the first comes ``keepalive`` less a
-phase after its first whole send, the phase spread by broker id over the keepalive.
-A collector scrapes every broker in the same round, so without it a 1,000-broker fleet's
-whole scrapes (a million samples) all landed in one batch once a minute, and a failure
-arriving with them waited for that batch (bench/RESULTS.md, the fleet's p99).
 """
 
 from __future__ import annotations
@@ -38,13 +32,9 @@ def sample_key(record: BrokerMetric) -> SampleKey:
     return record.metric, tuple(sorted(record.labels.items()))
 
 
-# The golden ratio's fraction: consecutive broker ids land far apart in [0, 1).
-_SPREAD = 0.6180339887498949
-
-
 @dataclass
 class _Sent:
-    due: float  # time.monotonic() of the next keepalive
+    whole_at: float  # time.monotonic() of the last whole send
     values: dict[SampleKey, float] = field(default_factory=dict)  # the gauges last sent
 
 
@@ -56,11 +46,6 @@ class ChangeOnly:
     def __init__(self, keepalive: float) -> None:
         self.keepalive = keepalive
         self._sent: dict[int, _Sent] = {}
-
-    def phase(self, broker: int) -> float:
-        """How much sooner than ``keepalive`` after its first whole send the broker's
-        first keepalive comes: spread over [0, keepalive) by broker id."""
-        return self.keepalive * ((broker * _SPREAD) % 1.0)
 
     def forget(self, broker: int) -> None:
         """The exporter did not answer: its next answer goes whole."""
@@ -82,16 +67,11 @@ class ChangeOnly:
         """The records of ``broker``'s scrape to send at ``now`` (monotonic seconds), in
         their order; ``whole``: all of them (something is wrong somewhere)."""
         sent = self._sent.get(broker)
-        due = sent is not None and now >= sent.due
+        whole = (whole or sent is None or self.keepalive <= 0
+                 or now - sent.whole_at >= self.keepalive)
         gauges = {sample_key(r): r.value for r in records if r.metric != SIZES}
-        if sent is None:
-            self._sent[broker] = _Sent(now + self.keepalive - self.phase(broker), gauges)
-            return list(records)
-        if whole or due or self.keepalive <= 0:
-            if due and self.keepalive > 0:  # the broker's next grid point; a whole
-                # asked for (or keepalive 0) keeps it
-                sent.due += self.keepalive * ((now - sent.due) // self.keepalive + 1)
-            sent.values = gauges
+        if whole:
+            self._sent[broker] = _Sent(now, gauges)
             return list(records)
         assert sent is not None
         out = [r for r in records if r.metric != SIZES

@@ -36,40 +36,15 @@ def names(records: list[BrokerMetric]) -> list[tuple[str, float]]:
 
 def test_the_first_scrape_goes_whole_then_only_what_changed_until_the_keepalive():
     changes = ChangeOnly(keepalive=60)
-    assert changes.phase(0) == 0 and 20 < 60 - changes.phase(1) < 25  # broker 1: ~22.9 s
-    due = 60  # broker 0's keepalive
-    assert changes.select(0, scrape(), now=0) == scrape()
-    assert changes.select(0, scrape(size=200), now=10) == []  # a size change waits
-    failed = changes.select(0, scrape(d1=1, size=300), now=20)
+    assert changes.select(1, scrape(), now=0) == scrape()
+    assert changes.select(1, scrape(size=200), now=10) == []  # a size change waits
+    failed = changes.select(1, scrape(d1=1, size=300), now=20)
     assert names(failed) == [(OFFLINE, 1), (COUNT, 1)]  # at once, without the sizes
-    assert changes.select(0, scrape(d1=1, size=300), now=30) == []
-    assert names(changes.select(0, scrape(size=300), now=40)) == [(OFFLINE, 0), (COUNT, 0)]
-    assert changes.select(0, scrape(size=400), now=due - 0.1) == []
-    assert changes.select(0, scrape(size=400), now=due) == scrape(size=400)  # keepalive
-    assert changes.select(0, scrape(size=400), now=due + 10) == []
-    assert changes.select(0, scrape(size=400), now=due + 60) == scrape(size=400)
-
-
-def test_a_fleet_s_keepalives_are_spread_and_each_broker_keeps_its_grid():
-    """A collector scrapes every broker in one round: the first keepalives fall over
-    the keepalive, so a 10 s round carries about a sixth of the fleet's whole scrapes
-    instead of all of them; a whole asked for (something wrong) moves no grid."""
-    changes = ChangeOnly(keepalive=60)
-    fleet = range(1000)
-    whole_at: dict[int, list[float]] = {b: [] for b in fleet}
-    for t in range(0, 400, 10):  # 10 s rounds
-        for b in fleet:
-            if changes.select(b, scrape(broker=b), now=t, whole=(t == 100)) and t != 100:
-                whole_at[b].append(t)
-    per_round: dict[float, int] = {}
-    for times in whole_at.values():
-        assert times[0] == 0
-        # every 60 s on the broker's own grid; the forced round at 100 s moved none
-        assert all((t - times[1]) % 60 == 0 for t in times[1:]) and len(times) >= 6
-        for t in times[1:]:
-            per_round[t] = per_round.get(t, 0) + 1
-    assert max(per_round.values()) < 200  # all 1,000 in one round without the spread
-    assert sorted({times[1] for times in whole_at.values()}) == [10, 20, 30, 40, 50, 60]
+    assert changes.select(1, scrape(d1=1, size=300), now=30) == []
+    assert names(changes.select(1, scrape(size=300), now=40)) == [(OFFLINE, 0), (COUNT, 0)]
+    assert changes.select(1, scrape(size=400), now=59.9) == []
+    assert changes.select(1, scrape(size=400), now=60) == scrape(size=400)  # keepalive
+    assert changes.select(1, scrape(size=400), now=70) == []
 
 
 def test_each_broker_keeps_its_own_memory_and_a_failed_scrape_makes_the_next_whole():
@@ -92,10 +67,10 @@ def test_whole_is_asked_for_and_keepalive_0_sends_every_scrape_whole():
 
 def test_a_new_gauge_is_sent_and_one_that_vanished_is_forgotten():
     changes = ChangeOnly(keepalive=60)
-    changes.select(0, scrape()[:1], now=0)  # only /d0
-    assert names(changes.select(0, scrape(), now=10)) == [(OFFLINE, 0), (COUNT, 0)]
-    assert changes.select(0, scrape()[:1], now=20) == []
-    assert names(changes.select(0, scrape(), now=30)) == [(OFFLINE, 0), (COUNT, 0)]
+    changes.select(1, scrape()[:1], now=0)  # only /d0
+    assert names(changes.select(1, scrape(), now=10)) == [(OFFLINE, 0), (COUNT, 0)]
+    assert changes.select(1, scrape()[:1], now=20) == []
+    assert names(changes.select(1, scrape(), now=30)) == [(OFFLINE, 0), (COUNT, 0)]
 
 
 def test_what_counts_as_wrong_and_the_brokers_remembered_offline():
