@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sandbox import cds, cluster, jars, jvm, traffic, versions
+from sandbox import cds, cluster, jvm, traffic, versions
 from sandbox.state import SandboxState
 
 LAYOUTS = (("4.4", "kraft"), ("3.9", "zk"))
@@ -54,10 +54,8 @@ def _up(kafka: str, mode: str, work: Path) -> tuple[SandboxState, dict[str, floa
 
 def _tool(state: SandboxState) -> dict[str, float]:
     line = versions.line(state.kafka)
-    classpath = jars.classpath(line.jars_role)
-    cmd = [jvm.java(), "-Xmx256m", *jvm.SMALL_MACHINE_JVM_OPTIONS,
-           *jvm.class_sharing(line.log_dirs_tool, classpath), "-cp", classpath,
-           line.log_dirs_tool, "--bootstrap-server", state.bootstrap_servers, "--describe"]
+    cmd = [*jvm.tool_cmd(line, "256m", line.log_dirs_tool),
+           "--bootstrap-server", state.bootstrap_servers, "--describe"]
     load, cpu0, t0 = _load(), _children_cpu(), time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0 and '"brokers"' in done.stdout, done.stdout + done.stderr

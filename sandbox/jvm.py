@@ -67,6 +67,15 @@ def class_sharing(kind: str, classpath: str) -> list[str]:
     return cds.jvm_options(cds.archive(kind, java(), classpath, SMALL_MACHINE_JVM_OPTIONS))
 
 
+def tool_cmd(line: versions.KafkaLine, heap: str, main: str, *jvm_args: str) -> list[str]:
+    """``java`` running ``main``, one of Kafka's tools, from ``line``'s jars with the small
+    machine's options, ``jvm_args`` and the tool's class-data archive; its own arguments
+    follow."""
+    classpath = jars.classpath(line.jars_role)
+    return [java(), f"-Xmx{heap}", *SMALL_MACHINE_JVM_OPTIONS, *jvm_args,
+            *class_sharing(main, classpath), "-cp", classpath, main]
+
+
 def _jvm_cmd(server: ServerState, kafka: str, heap: str, main_class: str,
              args: list[str], exporter_config: Path = EXPORTER_RULES) -> list[str]:
     conf_dir = Path(server.config).parent

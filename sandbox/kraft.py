@@ -7,7 +7,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sandbox import jars, jvm, secure, versions
+from sandbox import jvm, secure, versions
 from sandbox.jvm import SandboxError
 from sandbox.state import SandboxState, ServerState
 
@@ -28,12 +28,9 @@ def format_node(state: SandboxState, node: ServerState) -> None:
     already formatted are kept. Every log dir gets a meta.properties with its own
     directory id (KIP-858)."""
     line = versions.line(state.kafka_of(node))
-    classpath = jars.classpath(line.jars_role)
     cmd = [
-        jvm.java(), "-Xmx128m", *jvm.SMALL_MACHINE_JVM_OPTIONS,
-        line.log_flag(Path(node.config).parent),
-        *jvm.class_sharing("kafka.tools.StorageTool", classpath),
-        "-cp", classpath, "kafka.tools.StorageTool", "format",
+        *jvm.tool_cmd(line, "128m", "kafka.tools.StorageTool",
+                      line.log_flag(Path(node.config).parent)), "format",
         "-t", state.cluster_id, "-c", node.config,
         # the cluster's metadata version, not the node's: an upgraded broker re-formatting
         # a replaced disk joins the cluster it is in

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sandbox import jars, jvm, secure, versions
+from sandbox import jvm, secure, versions
 from sandbox.jvm import SandboxError
 from sandbox.pki import _write_private
 from sandbox.state import SandboxState, SecurityState
@@ -107,13 +107,10 @@ def add_super_users(state: SandboxState, progress: Callable[[str], None]) -> Non
     assert security is not None and state.zookeeper_connect is not None
     line = versions.line(state.kafka)
     conf_dir = Path(state.brokers[0].config).parent
-    classpath = jars.classpath(line.jars_role)
     for user in secure.SUPER_USERS:
         cmd = [
-            jvm.java(), "-Xmx128m", *jvm.SMALL_MACHINE_JVM_OPTIONS,
-            line.log_flag(conf_dir), f"-Djava.security.auth.login.config={conf_dir / JAAS_FILE}",
-            *jvm.class_sharing("kafka.admin.ConfigCommand", classpath),
-            "-cp", classpath, "kafka.admin.ConfigCommand",
+            *jvm.tool_cmd(line, "128m", "kafka.admin.ConfigCommand", line.log_flag(conf_dir),
+                          f"-Djava.security.auth.login.config={conf_dir / JAAS_FILE}"),
             "--zookeeper", state.zookeeper_connect, "--alter", "--entity-type", "users",
             "--entity-name", user, "--add-config",
             f"{secure.MECHANISM}=[iterations=8192,password={security.password(user)}]",

@@ -8,7 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from sandbox import jars, jvm, versions
+from sandbox import jvm, versions
 from sandbox.state import SandboxState
 from sandbox.status import kafka_admin
 
@@ -35,10 +35,8 @@ def _tool(state: SandboxState, main: str, *args: str) -> str:
     """One of Kafka's command-line tools from the broker's own jars; its stdout. Fails the
     test with the tool's stderr if it fails."""
     line = versions.line(state.kafka)
-    classpath = jars.classpath(line.jars_role)
-    cmd = [jvm.java(), "-Xmx256m", *jvm.SMALL_MACHINE_JVM_OPTIONS,
-           *jvm.class_sharing(main, classpath), "-cp", classpath, main,
-           "--bootstrap-server", state.bootstrap_servers, *args]
+    cmd = [*jvm.tool_cmd(line, "256m", main), "--bootstrap-server", state.bootstrap_servers,
+           *args]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, f"{' '.join(args)}: {done.stdout}\n{done.stderr}"
     return done.stdout
