@@ -78,14 +78,8 @@ class BatchState:
         """Keep ``after`` as the state batch ``batch_id`` left (atomically); drop what no
         batch can start from any more (Spark runs again at most the batch it did not
         commit)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        path = self.root / f"{batch_id}.json"
-        temp = path.with_suffix(".tmp")
-        with open(temp, "w", encoding="utf-8") as out:
-            json.dump({"watermark_ms": after.watermark_ms, "clusters": after.clusters}, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, path)
+        write_durably(self.root / f"{batch_id}.json",
+                      {"watermark_ms": after.watermark_ms, "clusters": after.clusters})
         self._last = (batch_id, after)
         for old in self._ids():
             if old < batch_id - 1:
@@ -105,3 +99,14 @@ class BatchState:
             return []
         return [int(p.stem) for p in self.root.glob("*.json") if p.stem.isdigit()]
 
+
+
+def write_durably(path: Path, doc: Any) -> None:
+    """``doc`` as JSON at ``path``, whole or not at all, on the disk before this returns."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(path.name + ".tmp")
+    with open(temp, "w", encoding="utf-8") as out:
+        json.dump(doc, out)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temp, path)

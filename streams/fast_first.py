@@ -14,8 +14,8 @@ snapshot topic's, and on the snapshot topic every record of ``first`` precedes e
 record of ``rest``, so a delta is never moved ahead of a snapshot it follows (the
 stale-delta rule, a delta at or before the latest full snapshot, still sees the same
 order). Both parts run at the batch's watermark and the state is committed once, after
-both: a batch that fails in its second part runs again whole, and its first part proposes
-the same action ids again (the executor takes an id once).
+both: a batch that fails in its second part runs again whole, and its first part plans
+the same action ids, which the batch's ledger (streams/replay.py) does not send twice.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from typing import Any
 
 from core import bus, clock
 from core.config import Config
+from schemas.records import Action
 from streams.batch_state import BatchState, Saved
 from streams.detect_types import Decision, DetectSettings, SnapshotRef
 from streams.fast_first import split
@@ -18,6 +19,7 @@ from streams.keeper import SnapshotKeeper
 from streams.metrics import BatchOutput, StreamMetrics
 from streams.propose import Proposer, describe
 from streams.query import INPUT_TOPICS, Say
+from streams.replay import SentLedger, bus_lookup
 from streams.signals import DELTA, to_signals
 from streams.stateful import DEAD_LETTER, DECISION, KEEP, NOTE, Outcome
 from streams.stopping import StopGate
@@ -54,6 +56,9 @@ class BatchSink:
         self.gate = StopGate()  # the job stops its query at the end of a body
         self.state = BatchState(checkpoint, DetectSettings.from_config(config.detect),
                                 int(config.stream.watermark_delay_seconds * 1000))
+        # what a batch's earlier run sent is not sent again (streams/replay.py)
+        self.sent = SentLedger(self.state.root,
+                               bus_lookup(client_config(config), self.actions_topic))
         self.topics = {config.topic(name): schema for name, schema in INPUT_TOPICS.items()}
         self.snapshot_topic = config.topic("cluster-snapshots")
         self.limits = FactLimits.from_config(config.detect)
@@ -72,6 +77,7 @@ class BatchSink:
         began = time.monotonic()
         output = BatchOutput(phases={"rows": 0.0, "plan": 0.0, "send": 0.0})
         self.deltas.clear()
+        self._begin(batch_id)
         raw = self._collect(frame)
         output.read = len(raw)
         output.phases["rows"] += time.monotonic() - began
@@ -91,7 +97,15 @@ class BatchSink:
             self._deliver(batch_id, outcomes, output, snapshots)
         assert after is not None  # the loop ran at least once
         self.state.commit(batch_id, after)
+        self.sent.forget_before(batch_id)
         self.metrics.batch_written(batch_id, output)
+
+    def _begin(self, batch_id: int) -> None:
+        """A run of the batch starts: what an earlier run of it sent (streams/replay.py)."""
+        earlier = self.sent.begin(batch_id)
+        if earlier:
+            self.say(f"batch {batch_id} runs again: {len(earlier)} action(s) its earlier "
+                     "run sent are on the bus and are not sent twice")
 
     def _deliver(self, batch_id: int, outcomes: list[Outcome], output: BatchOutput,
                  snapshots: dict[tuple[str, int, int], bytes]) -> None:
@@ -121,6 +135,7 @@ class BatchSink:
                 self.proposer.keeper.keep(ref, cluster, snapshots.pop(
                     (ref.topic, ref.partition, ref.offset), None))
         snapshots.clear()  # the ones not kept: older ones of the same cluster
+        signed: list[Action] = []
         for _, kind, body in outcomes:
             if kind != DECISION:
                 continue
@@ -129,15 +144,16 @@ class BatchSink:
             if not actions:
                 self.say(f"{decision.type} ({decision.cluster_id}): {decision.reason}; the "
                          "planner found nothing to do")
-            for action in map(self.signer.sign_action, actions):
-                bus.produce(self.producer, self.actions_topic, action.to_json(), action.key(),
-                            on_delivery=delivered)
-                latency = (clock.epoch_seconds(action.created_at)
-                           - clock.epoch_seconds(action.event_time))
-                self.metrics.actions.labels(action.type).inc()
-                self.metrics.latency.labels(action.type).observe(max(latency, 0.0))
-                output.actions[action.type] += 1
-                self.say(f"action {describe(action)}")
+            signed += map(self.signer.sign_action, actions)
+        for action in self.sent.unsent(batch_id, signed):
+            bus.produce(self.producer, self.actions_topic, action.to_json(), action.key(),
+                        on_delivery=delivered)
+            latency = (clock.epoch_seconds(action.created_at)
+                       - clock.epoch_seconds(action.event_time))
+            self.metrics.actions.labels(action.type).inc()
+            self.metrics.latency.labels(action.type).observe(max(latency, 0.0))
+            output.actions[action.type] += 1
+            self.say(f"action {describe(action)}")
         sending = time.monotonic()
         output.phases["plan"] += sending - planned
         left = self.producer.flush(30.0)

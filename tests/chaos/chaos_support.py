@@ -217,9 +217,12 @@ class Scenario:
         scenario, and over a shared loop's whole life."""
         for reader in (self.readers["actions"], self.shared and self.shared.actions):
             if reader:
-                ids = Counter(a["action_id"] for a in parsed(reader.messages)
-                              if "action_id" in a)
-                assert [i for i, n in ids.items() if n > 1] == []
+                actions = [a for a in parsed(reader.messages) if "action_id" in a]
+                ids = Counter(a["action_id"] for a in actions)
+                twice = [f"{a['action_id'][:12]} {a['type']} trigger {a.get('trigger')} "
+                         f"created {a.get('created_at')}" for a in actions
+                         if ids[a["action_id"]] > 1]
+                assert twice == [], twice
 
     def wait_read_snapshots_since(self, since: float, count: int = 1,
                                   timeout: float = 120.0) -> None:
