@@ -80,7 +80,7 @@ demo: deps
 TEST_WORKERS ?= 2
 test: deps lint
 	$(PY) -m pytest -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS) \
-	  --dist loadscope --no-loadscope-reorder
+	  --dist loadscope --no-loadscope-reorder --junitxml=.make/junit.xml
 	$(PY) -m tests.matrix
 
 # The chaos suite alone (tests/chaos, ~15 min): make test runs it with everything else.
