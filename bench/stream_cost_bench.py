@@ -67,6 +67,36 @@ def tree_cpu() -> dict[str, float]:
     return out
 
 
+# The driver JVM's own threads by what they do, from their names (HotSpot's and G1's):
+# what of its share is the JIT still compiling and the collector, not Spark's work.
+JVM_THREADS = {"jit": ("C1 CompilerThre", "C2 CompilerThre"),
+               "gc": ("G1 ", "GC Thread", "VM Thread")}
+
+
+def jvm_threads_cpu() -> dict[str, float]:
+    """CPU seconds so far of the Spark driver JVM's JIT compiler and GC threads (Linux
+    keeps a thread's first 15 characters of name in ``comm``); threads that ended are
+    not counted."""
+    out = dict.fromkeys(JVM_THREADS, 0.0)
+    for child in children_by_parent().get(os.getpid(), []):
+        try:
+            if b"SparkSubmit" not in Path(f"/proc/{child}/cmdline").read_bytes():
+                continue
+            tasks = list(Path(f"/proc/{child}/task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                name = (task / "comm").read_text().strip()
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            for kind, prefixes in JVM_THREADS.items():
+                if name.startswith(prefixes):
+                    out[kind] += (int(fields[11]) + int(fields[12])) / TICK
+    return out
+
+
 def job_cpu(kinds: dict[str, float]) -> float:
     """The job's share of `tree_cpu`'s figures."""
     return sum(v for k, v in kinds.items() if k != "sandbox")
@@ -136,8 +166,10 @@ class CostJob:
 
 
 def measure(job: CostJob, config: Any, batches: int, quiet_s: float, warm: int = 4,
-            gauges: bool = True) -> dict[str, Any]:
-    """CPU per idle batch (by process kind), Spark's phases, the quiet job's cost."""
+            gauges: bool = True, prewarm: int = 0) -> dict[str, Any]:
+    """CPU per idle batch (by process kind, and of the driver JVM's its JIT and GC
+    threads), Spark's phases, the quiet job's cost. ``prewarm`` batches first, one a
+    trigger: the JIT of a job that has run a while."""
     from core.bus import producer
 
     send = producer(config, **{"linger.ms": 0})
@@ -146,16 +178,24 @@ def measure(job: CostJob, config: Any, batches: int, quiet_s: float, warm: int =
     per_batch: list[dict[str, float]] = []
     phases: dict[str, list[int]] = {}
     rows: list[int] = []
+    for _ in range(prewarm):  # one batch a trigger
+        before_n = len(job.progress)
+        for record in scrape(cluster_id, gauges=gauges):
+            send.produce(topic, record, cluster_id.encode())
+        send.flush(10)
+        job.wait_batches(before_n + 1)
     for k in range(warm + batches):
         before_n = len(job.progress)
         time.sleep(1.5)  # the previous batch's commit is over
-        before = tree_cpu()
+        before, threads = tree_cpu(), jvm_threads_cpu()
         for record in scrape(cluster_id, gauges=gauges):
             send.produce(topic, record, cluster_id.encode())
         send.flush(10)
         job.wait_batches(before_n + 1)
         time.sleep(1.0)  # the trigger after it: Spark's end-of-batch work
         spent = _minus(tree_cpu(), before)
+        spent.update({f"jvm {kind}": v
+                      for kind, v in _minus(jvm_threads_cpu(), threads).items()})
         if k >= warm:  # the first batches load classes and warm the JIT
             per_batch.append(spent)
             n, ms = job.progress[before_n]
@@ -166,7 +206,8 @@ def measure(job: CostJob, config: Any, batches: int, quiet_s: float, warm: int =
     time.sleep(quiet_s)
     quiet_kinds = _minus(tree_cpu(), before)
     quiet = job_cpu(quiet_kinds) / (time.monotonic() - began)
-    totals = [job_cpu(b) for b in per_batch]
+    totals = [job_cpu({k: v for k, v in b.items() if not k.startswith("jvm ")})
+              for b in per_batch]
     kinds = {k: statistics.median(b.get(k, 0.0) for b in per_batch) for k in per_batch[0]}
     batch_cpu = statistics.median(totals)
     # One batch per scrape; between them the quiet job's own cost (2.5 s of every batch's
@@ -190,9 +231,10 @@ def measure_keepalive(job: CostJob, config: Any, keepalive: float, windows: int
     cluster_id = f"keep-{uuid.uuid4().hex[:6]}"
     cores: list[float] = []
     sandbox: list[float] = []
+    split: list[dict[str, float]] = []
     for k in range(windows):
         print(f"    keepalive window {k + 1} of {windows} ({keepalive:g} s)", flush=True)
-        before, began = tree_cpu(), time.monotonic()
+        before, threads, began = tree_cpu(), jvm_threads_cpu(), time.monotonic()
         for record in scrape(cluster_id):
             send.produce(topic, record, cluster_id.encode())
         send.flush(10)
@@ -200,8 +242,10 @@ def measure_keepalive(job: CostJob, config: Any, keepalive: float, windows: int
         spent, seconds = _minus(tree_cpu(), before), time.monotonic() - began
         cores.append(job_cpu(spent) / seconds)
         sandbox.append(spent["sandbox"] / seconds)
+        split.append({k: v / seconds for k, v in _minus(jvm_threads_cpu(), threads).items()})
     return {"cores": statistics.median(cores), "range": (min(cores), max(cores)),
-            "sandbox": statistics.median(sandbox)}
+            "sandbox": statistics.median(sandbox),
+            "jvm": {k: statistics.median(w[k] for w in split) for k in split[0]}}
 
 
 def report(label: str, m: dict[str, Any]) -> None:
@@ -224,6 +268,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=10, help="idle batches measured")
     parser.add_argument("--quiet", type=float, default=20.0, help="seconds with no input")
+    parser.add_argument("--prewarm", type=int, default=0,
+                        help="idle batches run first, one a trigger, unmeasured: the JIT of "
+                             "a job that has run a while (the 4 warm-up batches follow)")
     parser.add_argument("--conf", action="append", default=[],
                         help="a Spark setting for the job, key=value (a lever to try)")
     parser.add_argument("--trigger", type=float, default=None,
@@ -252,7 +299,8 @@ def main(argv: list[str] | None = None) -> None:
                     config.stream, trigger_interval_seconds=args.trigger))
             job = CostJob(config, conf)
             try:
-                report("idle", measure(job, config, args.batches, args.quiet))
+                report("idle", measure(job, config, args.batches, args.quiet,
+                                       prewarm=args.prewarm))
                 if args.sizes_only:
                     report("sizes only", measure(job, config, args.batches, args.quiet,
                                                  warm=1, gauges=False))
@@ -261,7 +309,9 @@ def main(argv: list[str] | None = None) -> None:
                     low, high = k["range"]
                     print(f"  a whole scrape every {keepalive:g} s and nothing between: idle "
                           f"job {k['cores']:.3f} cores (range {low:.3f}-{high:.3f}; target "
-                          f"0.05); the sandbox's brokers and ZooKeeper {k['sandbox']:.3f}")
+                          f"0.05; of it the driver JVM's JIT {k['jvm']['jit']:.3f}, GC "
+                          f"{k['jvm']['gc']:.3f}); the sandbox's brokers and ZooKeeper "
+                          f"{k['sandbox']:.3f}")
             finally:
                 job.stop()
         finally:

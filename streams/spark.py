@@ -49,10 +49,14 @@ def connector_conf() -> dict[str, str]:
 
 
 EXECUTOR_MEMORY_ENV = "SELFHEAL_SPARK_EXECUTOR_MEMORY"
-# Extra JVM options of the driver (in local mode also the executor), e.g.
-# "-XX:TieredStopAtLevel=1" on a small shared machine: without the C2 compiler a job
-# that ran 40 s used 35% less CPU (the sandbox and the tests set it; docs/architecture.md).
+# Extra JVM options of the driver (in local mode also the executor); set, even empty,
+# they replace DRIVER_JAVA_OPTIONS.
 DRIVER_JAVA_OPTIONS_ENV = "SELFHEAL_SPARK_DRIVER_JAVA_OPTIONS"
+# Without them: no C2 compiler (tiered compilation stops at C1). A micro-batch runs a
+# little of a great deal of code, so C2 kept compiling, and recompiling what it had
+# guessed wrong, batch after batch: more than half of an idle batch's CPU; C1 alone
+# compiles it cheaply once, and the batch is no slower (docs/streaming.md).
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 EXECUTOR_CORES_ENV = "SELFHEAL_SPARK_CORES_MAX"
 DRIVER_HOST_ENV = "SELFHEAL_SPARK_DRIVER_HOST"
 
@@ -72,8 +76,9 @@ def executor_conf(master: str) -> dict[str, str]:
 
 
 def driver_java_options() -> dict[str, str]:
-    """``spark.driver.extraJavaOptions`` from ``$SELFHEAL_SPARK_DRIVER_JAVA_OPTIONS``."""
-    options = os.environ.get(DRIVER_JAVA_OPTIONS_ENV, "").strip()
+    """``spark.driver.extraJavaOptions``: ``$SELFHEAL_SPARK_DRIVER_JAVA_OPTIONS`` if set
+    (empty: the JVM's own defaults), else `DRIVER_JAVA_OPTIONS`."""
+    options = os.environ.get(DRIVER_JAVA_OPTIONS_ENV, DRIVER_JAVA_OPTIONS).strip()
     return {"spark.driver.extraJavaOptions": options} if options else {}
 
 

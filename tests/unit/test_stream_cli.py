@@ -77,3 +77,10 @@ def test_the_driver_jvm_takes_extra_options_from_the_environment(monkeypatch):
     assert driver_java_options() == {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
     monkeypatch.setenv(DRIVER_JAVA_OPTIONS_ENV, "")
     assert driver_java_options() == {}
+
+
+def test_the_driver_jvm_runs_without_the_c2_compiler_unless_told_otherwise(monkeypatch):
+    from streams.spark import DRIVER_JAVA_OPTIONS_ENV, driver_java_options
+
+    monkeypatch.delenv(DRIVER_JAVA_OPTIONS_ENV, raising=False)
+    assert driver_java_options() == {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
