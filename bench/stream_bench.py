@@ -39,7 +39,15 @@ from pathlib import Path
 from typing import Any
 
 from bench import stream_load
-from bench.stream_harness import Actions, Job, MemoryWatch, OnRound, percentile, phase_report
+from bench.stream_harness import (
+    ROUND_LEAD,
+    Actions,
+    Job,
+    MemoryWatch,
+    OnRound,
+    percentile,
+    phase_report,
+)
 from core import clock
 from core.config import load
 from core.live import open_admin, read_snapshot
@@ -255,7 +263,7 @@ def loaded_latency(job: Job, config: Any, base: dict[str, Any], episodes: int,
 
 
 def fleet(job: Job, config: Any, episodes: int, placements: list[str],
-          round_episodes: int) -> None:
+          round_episodes: int, round_lead: int = ROUND_LEAD) -> None:
     """The reference fleet (bench/synthetic.FULL: 1,000 brokers, 12,000 dirs, 100,000
     partitions at RF 3) as chunked snapshots, under the metric load: fault -> action,
     with the episodes where they fall against the load's whole-scrape rounds
@@ -279,7 +287,7 @@ def fleet(job: Job, config: Any, episodes: int, placements: list[str],
             if placement == "round":  # the load is the rounds the episodes bring
                 latency(job, config, {}, round_episodes,
                         "fleet, each event on a whole-scrape round", templates,
-                        one_at_a_time=True, on_round=OnRound(job, config))
+                        one_at_a_time=True, on_round=OnRound(job, config, round_lead))
             else:  # the metric load runs throughout
                 loaded_latency(job, config, {}, episodes,
                                f"fleet under {stream_load.label()}", templates,
@@ -381,6 +389,8 @@ def main(argv: list[str] | None = None) -> None:
                              "whole-scrape round); comma-separated (default: both)")
     parser.add_argument("--round-episodes", type=int, default=5,
                         help="fleet failures placed on a whole-scrape round")
+    parser.add_argument("--round-lead", type=int, default=ROUND_LEAD,
+                        help="samples of the round on the bus before the event is sent")
     parser.add_argument("--no-delta", action="store_true",
                         help="no failure delta: the fix waits for the full snapshot")
     parser.add_argument("--whole-scrapes", action="store_true",
@@ -418,7 +428,7 @@ def main(argv: list[str] | None = None) -> None:
                     print("a fleet: 1,000 brokers, 300k replicas a snapshot, the metric load "
                           "running:")
                     fleet(job, config, args.fleet_episodes, args.placement.split(","),
-                          args.round_episodes)
+                          args.round_episodes, args.round_lead)
             finally:
                 job.stop()
             if "realtime" in parts:

@@ -78,11 +78,11 @@ class Job:
         spark.stop(self.spark)
 
 
-def send_round(servers: str, topic: str, began: Any, report: Any) -> None:
+def send_round(servers: str, topic: str, began: Any, report: Any, lead: int) -> None:
     """In its own process: one whole-scrape round of the metric load's fleet
     (bench/stream_load.scrape: every broker's scrape, as change-only publishing sends it
     once per keepalive), as fast as the producer goes; ``began`` gets a token once
-    ``ROUND_LEAD`` samples are on their way, ``report`` (samples, seconds) at the end."""
+    ``lead`` samples are on the bus, ``report`` (samples, seconds) at the end."""
     from confluent_kafka import Producer
 
     from bench import stream_load
@@ -100,7 +100,7 @@ def send_round(servers: str, topic: str, began: Any, report: Any) -> None:
                 break
             except BufferError:
                 producer.poll(0.05)
-        if k == ROUND_LEAD:
+        if k + 1 == min(lead, len(samples)):
             producer.flush(30)  # on the bus, not only queued here
             began.put(True)
     producer.flush(120)
@@ -109,6 +109,8 @@ def send_round(servers: str, topic: str, began: Any, report: Any) -> None:
 
 # Samples of a round on the bus before the episode's event is sent: enough that the
 # job's next trigger has a round's batch to take (up to `max_offsets_per_trigger`).
+# The whole round (`--round-lead 1045000`): its production done before the event, so
+# that the batches the event meets are the job's alone, not shared with the producer.
 ROUND_LEAD = 50_000
 
 
@@ -119,8 +121,8 @@ class OnRound:
     worst case the random placement meets by luck; the next episode waits until the job
     has read the round."""
 
-    def __init__(self, job: Job, config: Any) -> None:
-        self.job, self.config = job, config
+    def __init__(self, job: Job, config: Any, lead: int = ROUND_LEAD) -> None:
+        self.job, self.config, self.lead = job, config, lead
         self.ctx = multiprocessing.get_context("spawn")
         self.began: Any = self.ctx.Queue()
         self.report: Any = self.ctx.Queue()
@@ -131,7 +133,7 @@ class OnRound:
         self.mark = len(self.job.progress)
         self.process = self.ctx.Process(target=send_round, args=(
             self.config.bus.bootstrap_servers, self.config.topic("broker-metrics"),
-            self.began, self.report))
+            self.began, self.report, self.lead))
         self.process.start()
         self.began.get(timeout=120)
 
