@@ -39,7 +39,15 @@ from pathlib import Path
 from typing import Any
 
 from bench import stream_load
-from bench.stream_harness import Actions, Job, MemoryWatch, percentile, phase_report
+from bench.stream_harness import (
+    ROUND_LEAD,
+    Actions,
+    Job,
+    MemoryWatch,
+    OnRound,
+    percentile,
+    phase_report,
+)
 from core import clock
 from core.config import load
 from core.live import open_admin, read_snapshot
@@ -150,11 +158,13 @@ def _send_snapshot(send: Any, topic: str, template: list[bytes], cid: str,
 
 def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: str,
             templates: Templates | None = None,
-            one_at_a_time: bool = False) -> list[float]:
+            one_at_a_time: bool = False, on_round: OnRound | None = None) -> list[float]:
     """Failure episodes, each on a new cluster id: the snapshot, a ZooKeeper notification
     a second later, the snapshot showing the dir offline a second after that; the next
-    episode 2 s later, or (``one_at_a_time``) 2 s after this one's action arrived. Prints
-    event -> first fix or page; returns the received latencies."""
+    episode 2 s later, or (``one_at_a_time``) 2 s after this one's action arrived;
+    ``on_round``: each event sent once a whole-scrape round is on its way. Prints event ->
+    first fix or page, and the slowest batch each episode met; returns the received
+    latencies."""
     from core.bus import producer
 
     before, after, _where, delta = templates or _templates(base)
@@ -168,6 +178,8 @@ def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: s
         _send_snapshot(send, config.topic("cluster-snapshots"), before, cid, taken)
         send.flush(10)
         time.sleep(1.0)
+        if on_round is not None:
+            on_round.start()
         now = datetime.now(UTC)
         event = {"version": 1, "cluster_id": cid, "event_time": clock.text(now),
                  "source": "zookeeper", "kind": "log_dir_failure", "broker": None,
@@ -190,6 +202,8 @@ def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: s
         waited = time.time() + 180
         while one_at_a_time and cid not in actions.arrived and time.time() < waited:
             time.sleep(0.2)
+        if on_round is not None:
+            on_round.finish()
         time.sleep(2.0)
     deadline = time.time() + 60 + 10 * episodes
     while len(actions.arrived) < episodes and time.time() < deadline:
@@ -208,9 +222,18 @@ def latency(job: Job, config: Any, base: dict[str, Any], episodes: int, label: s
         print(f"  {label}, {len(values)} episodes: {what} p50 {statistics.median(values):.2f} s, "
               f"p95 {percentile(values, 0.95):.2f} s, p99 {percentile(values, 0.99):.2f} s, "
               f"max {max(values):.2f} s" + (f"; {missing} missing" if missing else ""))
-    print(f"  {label}, each episode (event -> received / created, s): " + ", ".join(
-        f"{actions.arrived[c] - t:.2f}/{actions.created.get(c, t) - t:.2f}"
-        for c, t in started.items() if c in actions.arrived))
+    def met(began: float, ended: float) -> str:
+        """The slowest batch that ran between an event and its action's arrival."""
+        ran = [(s, rows) for at, rows, s in job.progress[mark:] if at >= began
+               and at - s <= ended]
+        s, rows = max(ran, default=(0.0, 0))
+        return f"{s:.1f} s/{rows:,}"
+
+    print(f"  {label}, each episode (event -> received / created, s; the slowest batch "
+          f"meanwhile, s/rows read): " + ", ".join(
+              f"{actions.arrived[c] - t:.2f}/{actions.created.get(c, t) - t:.2f} "
+              f"({met(t, actions.arrived[c])})"
+              for c, t in started.items() if c in actions.arrived))
     return took
 
 
@@ -239,9 +262,12 @@ def loaded_latency(job: Job, config: Any, base: dict[str, Any], episodes: int,
 # --- a fleet ---------------------------------------------------------------------------
 
 
-def fleet(job: Job, config: Any, episodes: int) -> None:
+def fleet(job: Job, config: Any, episodes: int, placements: list[str],
+          round_episodes: int, round_lead: int = ROUND_LEAD) -> None:
     """The reference fleet (bench/synthetic.FULL: 1,000 brokers, 12,000 dirs, 100,000
-    partitions at RF 3) as chunked snapshots, under the metric load: fault -> action."""
+    partitions at RF 3) as chunked snapshots, under the metric load: fault -> action,
+    with the episodes where they fall against the load's whole-scrape rounds
+    (``random``) and each on a round (``round``)."""
     from bench import synthetic
 
     started = time.perf_counter()
@@ -253,14 +279,22 @@ def fleet(job: Job, config: Any, episodes: int) -> None:
     print(f"  snapshot: {replicas:,} replicas, {sum(sizes) / 1e6:.1f} MB in {len(sizes)} "
           f"chunks of at most {max(sizes) / 1e6:.1f} MB and a manifest (built in "
           f"{time.perf_counter() - started:.1f} s); the fault: {templates[2]}")
-    mark = len(job.phases)
-    with MemoryWatch() as memory:
-        # One failure at a time (each waits for the last one's action), as a fleet's
-        # disks fail; the metric load runs throughout.
-        loaded_latency(job, config, {}, episodes, f"fleet under {stream_load.label()}",
-                       templates, seconds_each=60.0)
-    print(f"  {memory.report()}")
-    print(f"  the batches' phases (Spark's durationMs): {phase_report(job.phases[mark:])}")
+    for placement in placements:
+        mark = len(job.phases)
+        with MemoryWatch() as memory:
+            # One failure at a time (each waits for the last one's action), as a fleet's
+            # disks fail.
+            if placement == "round":  # the load is the rounds the episodes bring
+                latency(job, config, {}, round_episodes,
+                        "fleet, each event on a whole-scrape round", templates,
+                        one_at_a_time=True, on_round=OnRound(job, config, round_lead))
+            else:  # the metric load runs throughout
+                loaded_latency(job, config, {}, episodes,
+                               f"fleet under {stream_load.label()}", templates,
+                               seconds_each=60.0)
+        print(f"  {placement}: {memory.report()}")
+        print(f"  {placement}: the batches' phases (Spark's durationMs): "
+              f"{phase_report(job.phases[mark:])}")
 
 
 # --- real-time mode ------------------------------------------------------------------
@@ -349,6 +383,14 @@ def main(argv: list[str] | None = None) -> None:
                         help="which figures, comma-separated (default: all)")
     parser.add_argument("--fleet-episodes", type=int, default=10,
                         help="failures on the fleet-sized snapshot")
+    parser.add_argument("--placement", default="random,round",
+                        help="where the fleet's episodes fall: random (against the load's "
+                             "rounds, wherever they fall), round (each event on a "
+                             "whole-scrape round); comma-separated (default: both)")
+    parser.add_argument("--round-episodes", type=int, default=5,
+                        help="fleet failures placed on a whole-scrape round")
+    parser.add_argument("--round-lead", type=int, default=ROUND_LEAD,
+                        help="samples of the round on the bus before the event is sent")
     parser.add_argument("--no-delta", action="store_true",
                         help="no failure delta: the fix waits for the full snapshot")
     parser.add_argument("--whole-scrapes", action="store_true",
@@ -385,7 +427,8 @@ def main(argv: list[str] | None = None) -> None:
                 if "fleet" in parts:
                     print("a fleet: 1,000 brokers, 300k replicas a snapshot, the metric load "
                           "running:")
-                    fleet(job, config, args.fleet_episodes)
+                    fleet(job, config, args.fleet_episodes, args.placement.split(","),
+                          args.round_episodes, args.round_lead)
             finally:
                 job.stop()
             if "realtime" in parts:

@@ -5,6 +5,7 @@ the peak memory of the job's processes."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import threading
 import time
 import uuid
@@ -39,13 +40,32 @@ class Job:
             # with the sink's own steps (rows: collect, decode, detect; plan; send)
             sink_phases = metrics.batch_output(p["batchId"]).phases
             self.phases.append({**(p.get("durationMs") or {}),
-                                **{f"sink {k}": round(v * 1000) for k, v in sink_phases.items()}})
+                                **{f"sink {k}": round(v * 1000) for k, v in sink_phases.items()},
+                                "sink collect": round(collected.pop(p["batchId"], 0) * 1000)})
 
         self.spark.streams.addListener(query_listener(progress))
         options = query.JobOptions.from_config(config)
         self.sink = sink.BatchSink(config, metrics, lambda line: None,
                                    options.checkpoint)
-        self.query = query.build_query(self.spark, config, options, self.sink)
+        # The collect's own share of the sink's rows (Spark's job: the Kafka read, the
+        # prescreen), by batch: the bench's instrument, not the product's.
+        collected: dict[int, float] = {}
+        batch = [0]
+        collect, write = self.sink._collect, self.sink.__call__
+
+        def timed_collect(frame: Any) -> list[Any]:
+            began = time.monotonic()
+            try:
+                return collect(frame)
+            finally:
+                collected[batch[0]] = time.monotonic() - began
+
+        def timed_write(frame: Any, batch_id: int) -> None:
+            batch[0] = batch_id
+            write(frame, batch_id)
+
+        self.sink._collect = timed_collect  # type: ignore[method-assign]
+        self.query = query.build_query(self.spark, config, options, timed_write)
         self.sink.gate.query = self.query
         while not self.progress:  # the first batch resolves "latest"
             time.sleep(0.2)
@@ -56,6 +76,74 @@ class Job:
         self.sink.gate.stop(self.query)  # at the end of a batch body, as the job stops
         self.sink.close()
         spark.stop(self.spark)
+
+
+def send_round(servers: str, topic: str, began: Any, report: Any, lead: int) -> None:
+    """In its own process: one whole-scrape round of the metric load's fleet
+    (bench/stream_load.scrape: every broker's scrape, as change-only publishing sends it
+    once per keepalive), as fast as the producer goes; ``began`` gets a token once
+    ``lead`` samples are on the bus, ``report`` (samples, seconds) at the end."""
+    from confluent_kafka import Producer
+
+    from bench import stream_load
+    from core import clock
+
+    producer = Producer({"bootstrap.servers": servers, "linger.ms": 50,
+                         "compression.type": "lz4", "batch.size": 1_000_000,
+                         "queue.buffering.max.messages": 2_000_000})
+    samples = stream_load.scrape(clock.text())
+    started = time.monotonic()
+    for k, sample in enumerate(samples):
+        while True:
+            try:
+                producer.produce(topic, sample, str(k % stream_load.BROKERS))
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if k + 1 == min(lead, len(samples)):
+            producer.flush(30)  # on the bus, not only queued here
+            began.put(True)
+    producer.flush(120)
+    report.put((len(samples), time.monotonic() - started))
+
+
+# Samples of a round on the bus before the episode's event is sent: enough that the
+# job's next trigger has a round's batch to take (up to `max_offsets_per_trigger`).
+# The whole round (`--round-lead 1045000`): its production done before the event, so
+# that the batches the event meets are the job's alone, not shared with the producer.
+ROUND_LEAD = 50_000
+
+
+class OnRound:
+    """Episodes placed on the metric load's whole-scrape round: each episode's event is
+    sent once a round of the fleet's scrapes (bench/stream_load, 1,045,000 samples) is
+    on its way to the bus, so that it lands in a trigger with the round's metrics, the
+    worst case the random placement meets by luck; the next episode waits until the job
+    has read the round."""
+
+    def __init__(self, job: Job, config: Any, lead: int = ROUND_LEAD) -> None:
+        self.job, self.config, self.lead = job, config, lead
+        self.ctx = multiprocessing.get_context("spawn")
+        self.began: Any = self.ctx.Queue()
+        self.report: Any = self.ctx.Queue()
+        self.process: Any = None
+        self.mark = 0
+
+    def start(self) -> None:
+        self.mark = len(self.job.progress)
+        self.process = self.ctx.Process(target=send_round, args=(
+            self.config.bus.bootstrap_servers, self.config.topic("broker-metrics"),
+            self.began, self.report, self.lead))
+        self.process.start()
+        self.began.get(timeout=120)
+
+    def finish(self) -> None:
+        sent, _took = self.report.get(timeout=300)
+        self.process.join(60)
+        deadline = time.time() + 120
+        while (sum(rows for _, rows, _ in self.job.progress[self.mark:]) < sent
+               and time.time() < deadline):
+            time.sleep(0.5)
 
 
 def percentile(values: list[float], q: float) -> float:
