@@ -46,7 +46,7 @@ def create_topic(state: SandboxState, topic: str, partitions: int, replication_f
                        f"(last: {last})")
 
 
-def _producer(state: SandboxState) -> Any:
+def _producer(state: SandboxState, **overrides: Any) -> Any:
     from confluent_kafka import Producer
 
     return Producer({
@@ -58,6 +58,7 @@ def _producer(state: SandboxState) -> Any:
         "max.in.flight.requests.per.connection": 1,
         "linger.ms": 5,
         "message.timeout.ms": 120000,
+        **overrides,
     })
 
 
@@ -73,7 +74,9 @@ def produce(state: SandboxState, topic: str, count: int, prefix: str | None = No
         if err is None:
             acked.append(msg.value().decode())
 
-    producer = _producer(state)
+    # a write parked on a leader whose dir just failed waits out the request timeout (30 s
+    # by default; the nudges after a fault did): retried sooner, as the bus's producer is
+    producer = _producer(state, **{"request.timeout.ms": 5000})
     for i in range(count):
         while True:
             try:

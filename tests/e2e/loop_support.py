@@ -3,6 +3,7 @@ fail, failing it and waiting for the fix the loop proposes."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -11,7 +12,8 @@ from sandbox import cluster, loop, traffic
 from sandbox.status import kafka_admin
 from schemas import wire
 from schemas.registry import RecordError, validate
-from tests.integration.collect_support import TopicReader
+from streams.validate import OFFLINE_GAUGE
+from tests.integration.collect_support import TopicReader, snapshots
 from tests.polling import wait_until
 
 
@@ -76,6 +78,38 @@ def wait_for_batches(the_loop: loop.Loop, more_than: int, timeout: float = 240.0
                       and seen, f"more than {more_than} micro-batches from the stream job",
                       timeout, every=0.5, alive=the_loop.check_alive,
                       explain=lambda: the_loop.pieces["stream"].log_tail())
+
+
+def wait_reported_again(the_loop: loop.Loop, readers: dict[str, TopicReader],
+                        fix: dict[str, Any], count: int = 2, timeout: float = 120.0) -> None:
+    """Until the job has finished a batch begun after ``count`` full snapshots and a reading
+    of the per-dir gauge, all taken after ``fix`` reached the bus and reporting its dir
+    offline, came (``readers`` "actions", "cluster-snapshots" and "broker-metrics"): the
+    reports that keep coming while a dir stays failed, each of which must propose nothing
+    more (streams/detect.py). The same proof as counting batches, sooner."""
+    broker, path = fix["trigger"]["broker"], fix["trigger"]["log_dir"]
+    (since,) = [m.arrived_at for m in readers["actions"].messages
+                if fix["action_id"].encode() in (m.value or b"")]
+
+    def offline_in(doc: dict[str, Any]) -> bool:
+        return any(d["path"] == path and not d["online"]
+                   for b in doc["brokers"] if b["id"] == broker for d in b["log_dirs"])
+
+    def reported() -> bool:
+        docs = [json.loads(m.value) for m in snapshots(readers["cluster-snapshots"].messages)]
+        taken = [d for d in docs if clock.epoch_seconds(d["taken_at"]) >= since
+                 and offline_in(d)]
+        gauge = [g for g in parsed(readers["broker-metrics"].messages, "broker-metric")
+                 if g["metric"] == OFFLINE_GAUGE and g["broker"] == broker
+                 and g["labels"].get("log_dir") == path and g["value"] >= 1
+                 and clock.epoch_seconds(g["event_time"]) >= since]
+        return len(taken) >= count and bool(gauge)
+
+    wait_until(reported, f"{count} snapshots and a gauge reading that report {path} offline",
+               timeout, every=0.5, alive=the_loop.check_alive,
+               explain=lambda: the_loop.pieces["stream"].log_tail())
+    # the batch running now may have begun before they came: the one after it did not
+    wait_for_batches(the_loop, stream_batches(the_loop.pieces["stream"]) + 1, timeout)
 
 
 def fail_and_wait_for_fix(state, the_loop, readers, broker: int, path: str,

@@ -27,9 +27,9 @@ from tests.e2e.loop_support import (
     fail_and_wait_for_fix,
     named,
     parsed,
-    stream_batches,
     values,
     wait_for_batches,
+    wait_reported_again,
 )
 from tests.integration.collect_support import TopicReader
 
@@ -57,7 +57,8 @@ def detect(sandbox, tmp_path_factory):
     readers = {}
     try:
         wait_for_batches(the_loop, 0)
-        for name in ("actions", "dead-letter", "logdir-events"):
+        for name in ("actions", "dead-letter", "logdir-events", "cluster-snapshots",
+                     "broker-metrics"):
             readers[name] = TopicReader(sandbox, prefix + name)
             readers[name].start()
         yield the_loop, readers
@@ -90,7 +91,7 @@ def test_a_failed_dir_yields_one_fix_while_the_collectors_keep_reporting_it(
                     if a["action_id"] == fix["action_id"]]
 
         # The gauge (scrapes) and snapshots keep reporting the dir: still one.
-        wait_for_batches(the_loop, stream_batches(the_loop.pieces["stream"]) + 8)
+        wait_reported_again(the_loop, readers, fix)
         assert len(same_id(readers["actions"].messages)) == 1
         assert [a["action_id"] for a in values(readers["actions"])
                 if a["type"] == "fix_offline_replicas"

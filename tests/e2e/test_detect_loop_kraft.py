@@ -9,7 +9,13 @@ import pytest
 
 from sandbox import cluster, loop, traffic
 from tests.conftest import prove
-from tests.e2e.loop_support import dir_holding, drop_topics, fail_and_wait_for_fix, wait_for_batches
+from tests.e2e.loop_support import (
+    dir_holding,
+    drop_topics,
+    fail_and_wait_for_fix,
+    wait_for_batches,
+    wait_reported_again,
+)
 from tests.integration.collect_support import TopicReader
 
 pytestmark = pytest.mark.e2e
@@ -22,9 +28,8 @@ def test_a_failed_dir_on_kraft_yields_one_fix(kraft_sandbox, tmp_path_factory, r
         state, tmp_path_factory.mktemp("detect-loop-kraft"),
         names=("collect-metrics", "collect-snapshots", "stream"),
         overrides={"bus": {"topic_prefix": prefix},
-                   # a full snapshot every 5 s, not 15: the batches counted below after
-                   # the fix each carry more reports of the failed dir, and come sooner
-                   # (at 15 s they came every 5-10 s: 110 s of the test's 180)
+                   # a full snapshot every 5 s, not 15: the reports of the failed dir
+                   # waited for below after the fix come sooner
                    "collect": {"snapshot_interval_seconds": 5.0},
                    "detect": {"leader_window_seconds": 86400.0,
                               "disk_skew_min_bytes": 1 << 40}})
@@ -34,7 +39,7 @@ def test_a_failed_dir_on_kraft_yields_one_fix(kraft_sandbox, tmp_path_factory, r
     path = None
     try:
         wait_for_batches(the_loop, 0)
-        for name in ("actions", "logdir-events"):
+        for name in ("actions", "logdir-events", "cluster-snapshots", "broker-metrics"):
             readers[name] = TopicReader(state, prefix + name)
             readers[name].start()
         traffic.create_topic(state, topic, partitions=6, replication_factor=2)
@@ -46,10 +51,8 @@ def test_a_failed_dir_on_kraft_yields_one_fix(kraft_sandbox, tmp_path_factory, r
         # The probe's event, the snapshot it triggers and the gauge all say it; the earliest
         # dates the fix.
         assert fix["trigger"]["kind"] in ("logdir_event", "snapshot", "metric")
-        # More probes and snapshots report the same dir; still one fix.
-        wait_for_batches(the_loop, 10)
-        wait_for_batches(the_loop, sum(1 for line in the_loop.pieces["stream"].log_tail(
-            100000).splitlines() if "[stream] batch " in line) + 8)
+        # More snapshots and the gauge report the same dir; still one fix.
+        wait_reported_again(the_loop, readers, fix)
         fixes = [m for m in readers["actions"].messages if fix["action_id"].encode() in m.value]
         assert len(fixes) == 1
         prove(record_property, state, "detect")
