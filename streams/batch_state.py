@@ -100,7 +100,6 @@ class BatchState:
         return [int(p.stem) for p in self.root.glob("*.json") if p.stem.isdigit()]
 
 
-
 def write_durably(path: Path, doc: Any) -> None:
     """``doc`` as JSON at ``path``, whole or not at all, on the disk before this returns."""
     path.parent.mkdir(parents=True, exist_ok=True)
