@@ -31,7 +31,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from schemas import wire
 from schemas.records import Action
+from schemas.registry import RecordError
 from streams.batch_state import write_durably
 
 # The producer stamps a record when it is produced, after the ledger is written, with the
@@ -144,12 +146,9 @@ def _ids_on(reader: Any, topic: str, since_ms: int, timeout: float) -> Iterable[
         msg = reader.poll(0.5)
         if msg is None or msg.error() is not None:
             continue
-        if msg.value() is not None:
-            try:
-                found = json.loads(msg.value()).get("action_id")
-            except (ValueError, AttributeError):
-                found = None  # not an action: nothing of ours
-            if isinstance(found, str):
-                yield found
+        try:
+            yield wire.record("action", msg.value())["action_id"]
+        except RecordError:
+            pass  # not an action (serve dead-letters it): nothing this batch sent
         if msg.offset() + 1 >= left.get(msg.partition(), 0):
             left.pop(msg.partition(), None)
