@@ -165,6 +165,13 @@ class CostJob:
         spark.stop(self.spark)
 
 
+def _send_scrape(send: Any, topic: str, cluster_id: str, gauges: bool = True) -> None:
+    """One quiet scrape of the cluster onto the bus, acknowledged."""
+    for record in scrape(cluster_id, gauges=gauges):
+        send.produce(topic, record, cluster_id.encode())
+    send.flush(10)
+
+
 def measure(job: CostJob, config: Any, batches: int, quiet_s: float, warm: int = 4,
             gauges: bool = True, prewarm: int = 0) -> dict[str, Any]:
     """CPU per idle batch (by process kind, and of the driver JVM's its JIT and GC
@@ -180,17 +187,13 @@ def measure(job: CostJob, config: Any, batches: int, quiet_s: float, warm: int =
     rows: list[int] = []
     for _ in range(prewarm):  # one batch a trigger
         before_n = len(job.progress)
-        for record in scrape(cluster_id, gauges=gauges):
-            send.produce(topic, record, cluster_id.encode())
-        send.flush(10)
+        _send_scrape(send, topic, cluster_id, gauges)
         job.wait_batches(before_n + 1)
     for k in range(warm + batches):
         before_n = len(job.progress)
         time.sleep(1.5)  # the previous batch's commit is over
         before, threads = tree_cpu(), jvm_threads_cpu()
-        for record in scrape(cluster_id, gauges=gauges):
-            send.produce(topic, record, cluster_id.encode())
-        send.flush(10)
+        _send_scrape(send, topic, cluster_id, gauges)
         job.wait_batches(before_n + 1)
         time.sleep(1.0)  # the trigger after it: Spark's end-of-batch work
         spent = _minus(tree_cpu(), before)
@@ -235,9 +238,7 @@ def measure_keepalive(job: CostJob, config: Any, keepalive: float, windows: int
     for k in range(windows):
         print(f"    keepalive window {k + 1} of {windows} ({keepalive:g} s)", flush=True)
         before, threads, began = tree_cpu(), jvm_threads_cpu(), time.monotonic()
-        for record in scrape(cluster_id):
-            send.produce(topic, record, cluster_id.encode())
-        send.flush(10)
+        _send_scrape(send, topic, cluster_id)
         time.sleep(keepalive)
         spent, seconds = _minus(tree_cpu(), before), time.monotonic() - began
         cores.append(job_cpu(spent) / seconds)
