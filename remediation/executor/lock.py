@@ -168,37 +168,57 @@ class ZkLeadership:
 
 
 class GroupLeadership:
-    """Leadership through a Kafka consumer group on a one-partition topic (KRaft fallback)."""
+    """Leadership through a Kafka consumer group on a one-partition topic (KRaft fallback).
+
+    A member that stays out of its group is joined again. librdkafka's group consumer can
+    stay out after every broker restarted (its issues #3082, #2944 report the same): in a
+    chaos run's bus outage, serve's lease consumer never rejoined, and the cluster's own
+    view said nobody held the lease (or that this serve did, though its consumer was never
+    told) for minutes with the bus answering. So when the group, asked by `holder`, has
+    shown no other holder for `rejoin_after` seconds, the consumer is replaced by a new
+    one that joins afresh; another serve holding the lease is never disturbed.
+    """
 
     def __init__(self, client_config: dict[str, Any], topic: str, cluster_id: str, me: str,
                  log: Callable[[str], None] = lambda m: None,
-                 session_timeout: float = SESSION_TIMEOUT_S) -> None:
-        from confluent_kafka import Consumer
-
+                 session_timeout: float = SESSION_TIMEOUT_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.topic = topic
         self.me = me
         self._log = log
         self._leader = threading.Event()
         self._stop = threading.Event()
+        self._rejoin = threading.Event()  # the poll thread replaces the consumer
         _ensure_lock_topic(client_config, topic)
         self._client_config = client_config
         self._admin: Any = None
         self._group = f"selfheal-executor-lock-{cluster_id}"
-        self.consumer = Consumer({
-            **client_config,
-            "group.id": self._group,
-            "client.id": me[:200],
-            "enable.auto.commit": False,
-            "session.timeout.ms": int(session_timeout * 1000),
-            "heartbeat.interval.ms": 1000,
-            "partition.assignment.strategy": "range",
-        })
-        self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                on_lost=self._on_revoke)
+        self._session_timeout = session_timeout
+        # a rebalance after a holder died takes up to a session; three are a stuck member
+        self.rejoin_after = 3 * session_timeout
+        self._clock = clock
+        self._unheld_since: float | None = None  # since when the group shows no holder
+        self.consumer = self._join()
         # The group needs polls to stay a member; a thread of its own keeps them coming
         # whatever the executor is busy with.
         self._thread = threading.Thread(target=self._poll, name="executor-lock", daemon=True)
         self._thread.start()
+
+    def _join(self) -> Any:
+        from confluent_kafka import Consumer
+
+        consumer = Consumer({
+            **self._client_config,
+            "group.id": self._group,
+            "client.id": self.me[:200],
+            "enable.auto.commit": False,
+            "session.timeout.ms": int(self._session_timeout * 1000),
+            "heartbeat.interval.ms": 1000,
+            "partition.assignment.strategy": "range",
+        })
+        consumer.subscribe([self.topic], on_assign=self._on_assign,
+                           on_revoke=self._on_revoke, on_lost=self._on_revoke)
+        return consumer
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         if any(p.partition == 0 for p in partitions):
@@ -212,12 +232,23 @@ class GroupLeadership:
     def _poll(self) -> None:
         while not self._stop.is_set():
             try:
+                if self._rejoin.is_set():
+                    self._rejoin.clear()
+                    old, self.consumer = self.consumer, None
+                    try:
+                        if old is not None:
+                            old.close()
+                    except Exception:
+                        pass  # it was stuck; the new member is what counts
+                    self.consumer = self._join()
                 self.consumer.poll(0.5)
             except Exception as exc:  # a closed consumer, or the bus going away
                 if self._stop.is_set():
                     return
                 self._log(f"executor lease poll failed ({exc}); retrying")
                 time.sleep(1.0)
+                if self.consumer is None:
+                    self._rejoin.set()
 
     def wait(self, stop: threading.Event, timeout: float | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -231,6 +262,7 @@ class GroupLeadership:
 
     def holder(self) -> str | None:
         if self._leader.is_set():
+            self._unheld_since = None
             return self.me
         from confluent_kafka.admin import AdminClient
 
@@ -249,10 +281,27 @@ class GroupLeadership:
             (desc,) = [f.result() for f in group.values()]
         except Exception:
             return None  # the bus is slow or away: unknown, as the page says
-        for member in desc.members:
-            if any(tp.partition == 0 for tp in member.assignment.topic_partitions):
-                return str(member.client_id)
-        return None
+        holder = next((str(member.client_id) for member in desc.members
+                       if any(tp.partition == 0
+                              for tp in member.assignment.topic_partitions)), None)
+        self._watch(holder)
+        return holder
+
+    def _watch(self, holder: str | None) -> None:
+        """Join again when the group, answering, has shown no holder but (untold) this
+        serve for `rejoin_after` seconds."""
+        if holder is not None and holder != self.me[:200]:
+            self._unheld_since = None  # another serve leads: a standby waits
+            return
+        now = self._clock()
+        if self._unheld_since is None:
+            self._unheld_since = now
+        elif now - self._unheld_since >= self.rejoin_after:
+            self._log(f"the executor lease has had no holder for "
+                      f"{now - self._unheld_since:.0f} s while the bus answers: joining its "
+                      f"group again")
+            self._unheld_since = now
+            self._rejoin.set()
 
     def close(self) -> None:
         self._stop.set()

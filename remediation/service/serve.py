@@ -42,7 +42,9 @@ CLIENT_RESET_SECONDS = 30.0
 
 
 def say(message: str) -> None:
-    print(f"selfheal serve: {message}", file=sys.stderr, flush=True)
+    # timed as the job's and the collectors' lines are: an outage's log reads in order
+    print(f"{time.strftime('%H:%M:%S')} selfheal serve: {message}", file=sys.stderr,
+          flush=True)
 
 
 @dataclass

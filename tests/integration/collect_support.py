@@ -73,33 +73,47 @@ class TopicReader(threading.Thread):
     consumer that loses its position goes back to the partition's start (not its end,
     librdkafka's default, which would skip what was written meanwhile), and what it reads
     again is dropped by offset. Errors the consumer reports are kept for failure
-    messages (`describe`)."""
+    messages (`describe`).
+
+    A consumer that stops fetching is re-created where it stood, as the history reader's
+    is (`sandbox.traffic.BackgroundConsumer`, librdkafka issue #5153): a chaos run's
+    reader of the actions topic once sat at offset 0 of two partitions holding a record
+    each for the whole 180 s the scenario waited for the fix, with no error."""
+
+    STALL_S = 10.0
+    ASK_S = 5.0
 
     def __init__(self, state: SandboxState, topic: str) -> None:
         super().__init__(daemon=True, name=f"reader-{topic}")
-        from confluent_kafka import Consumer
-
         ensure_topics(sandbox_config(state))
         self.topic = topic
         self.messages: list[Message] = []
         self.errors: list[str] = []
+        self.stalls: list[str] = []  # each re-creation: when, which partitions lagged
         self._stop_event = threading.Event()
         self._config = {**client_config(state), "group.id": "unused"}
-        self._consumer = Consumer({**self._config,
-                                   "enable.auto.commit": False,
-                                   "auto.offset.reset": "earliest",
-                                   # a stale view after the bus restarts or a leader
-                                   # moves lasts 5 s, not librdkafka's default 5 min, as
-                                   # for the history consumer (a chaos run's reader once
-                                   # missed a record for 180 s after the bus came back;
-                                   # the cause is not pinned: docs/facts.md)
-                                   "topic.metadata.refresh.interval.ms": 5000})
+        self._consumer = self._new_consumer()
         start = end_offsets(self._consumer, topic)
         # partition -> the next offset not yet kept
         self._next: dict[int, int] = {tp.partition: tp.offset for tp in start}
         self._consumer.assign(start)
 
+    def _new_consumer(self) -> Any:
+        from confluent_kafka import Consumer
+
+        return Consumer({**self._config,
+                         "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest",
+                         # a stale view after the bus restarts or a leader moves lasts
+                         # 5 s, not librdkafka's default 5 min
+                         "topic.metadata.refresh.interval.ms": 5000})
+
     def run(self) -> None:
+        from confluent_kafka import TopicPartition
+
+        from core.bus import StallWatch
+
+        watch = StallWatch(self.topic, sorted(self._next), self.STALL_S, self.ASK_S)
         try:
             while not self._stop_event.is_set():
                 for msg in self._consumer.consume(num_messages=1000, timeout=0.2):
@@ -110,6 +124,15 @@ class TopicReader(threading.Thread):
                         self.messages.append(Message(
                             msg.key(), msg.value(), tuple(msg.headers() or ()),
                             time.monotonic(), time.time()))
+                        watch.read()
+                stall = watch.check(self._consumer, lambda p: self._next.get(p, 0))
+                if stall is None:
+                    continue
+                self.stalls.append(f"{time.strftime('%H:%M:%S')} {stall}")
+                self._consumer.close()
+                self._consumer = self._new_consumer()
+                self._consumer.assign([TopicPartition(self.topic, p, offset)
+                                       for p, offset in sorted(self._next.items())])
         finally:
             self._consumer.close()
 
@@ -129,7 +152,8 @@ class TopicReader(threading.Thread):
         where = ", ".join(f"[{p}] read to {offset}, end {ends.get(p, '?')}"
                           for p, offset in sorted(self._next.items()))
         return (f"{self.topic}: {len(self.messages)} records; {where}; "
-                f"errors: {self.errors[-5:] or 'none'}")
+                f"errors: {self.errors[-5:] or 'none'}; "
+                f"re-created after stalls: {self.stalls[-3:] or 'none'}")
 
     def wait_for(self, predicate: Callable[[list[Message]], Any], timeout: float = 60.0,
                  what: str = "the expected records") -> Any:
