@@ -42,6 +42,45 @@ OFFSET_FETCH = {
 }
 
 
+# The query's union, in order: the metrics' source first (build_query), then the small ones.
+UNION = "org.apache.spark.rdd.UnionRDD"
+
+
+def pieces(frame: Any) -> list[Any]:
+    """A batch's DataFrame as the batch bodies collect it, in order: the small topics'
+    rows (log-dir events, snapshots), then the metrics' (the prescreen's survivors of up
+    to `max_offsets_per_trigger` samples). Two pieces only when both have a Kafka range
+    in the batch; else ``[frame]``, one Spark job as before.
+
+    A filter on the batch's ``topic`` prunes nothing: foreachBatch hands the body its
+    batch as an RDD already planned (a LogicalRDD), so `frame.where(...)` reads every
+    source partition. The pieces are that RDD's own union children, one per source,
+    each with its projection and filter; each Kafka range is read once, in the job of
+    its piece. Nothing here starts a Spark job."""
+    from pyspark.sql import DataFrame
+
+    rdd = frame._jdf.queryExecution().toRdd()
+    while rdd.getClass().getName() != UNION:
+        deps = rdd.dependencies()
+        if deps.size() != 1:
+            return [frame]
+        rdd = deps.head().rdd()
+    sources = rdd.rdds()
+    if sources.size() != len(INPUT_TOPICS):
+        return [frame]
+    bulk = sources.apply(0)
+    small = [sources.apply(i) for i in range(1, sources.size())
+             if sources.apply(i).getNumPartitions() > 0]
+    if not small or bulk.getNumPartitions() == 0:
+        return [frame]
+    for more in small[1:]:
+        small[0] = small[0].union(more)
+    session = frame.sparkSession
+    schema = frame._jdf.schema()
+    return [DataFrame(session._jsparkSession.internalCreateDataFrame(part, schema, False),
+                      session) for part in (small[0], bulk)]
+
+
 class JobError(RuntimeError):
     """The job cannot run here; the message says what to fix."""
 
