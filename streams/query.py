@@ -42,21 +42,23 @@ OFFSET_FETCH = {
 }
 
 
-# The query's union, in order: the metrics' source first (build_query), then the small ones.
 UNION = "org.apache.spark.rdd.UnionRDD"
+SCAN = "DataSourceRDD"
 
 
-def pieces(frame: Any) -> list[Any]:
-    """A batch's DataFrame as the batch bodies collect it, in order: the small topics'
-    rows (log-dir events, snapshots), then the metrics' (the prescreen's survivors of up
-    to `max_offsets_per_trigger` samples). Two pieces only when both have a Kafka range
-    in the batch; else ``[frame]``, one Spark job as before.
+def pieces(frame: Any, metrics_topic: str) -> list[Any]:
+    """A batch's DataFrame as the batch body collects it, in order: the small topics'
+    rows (log-dir events, snapshots), then ``metrics_topic``'s (the prescreen's survivors
+    of up to `max_offsets_per_trigger` samples). Two pieces only when both have Kafka
+    ranges in the batch; else ``[frame]``, one Spark job as before.
 
     A filter on the batch's ``topic`` prunes nothing: foreachBatch hands the body its
     batch as an RDD already planned (a LogicalRDD), so `frame.where(...)` reads every
-    source partition. The pieces are that RDD's own union children, one per source,
-    each with its projection and filter; each Kafka range is read once, in the job of
-    its piece. Nothing here starts a Spark job."""
+    source partition. The pieces are that RDD's own union children, one per source
+    with records in the batch (Spark leaves out a source with none), each with its
+    projection and filter; a child is the metrics' when its first Kafka range names
+    that topic. Each range is read once, in the job of its piece. Nothing here starts a
+    Spark job."""
     from pyspark.sql import DataFrame
 
     rdd = frame._jdf.queryExecution().toRdd()
@@ -66,19 +68,31 @@ def pieces(frame: Any) -> list[Any]:
             return [frame]
         rdd = deps.head().rdd()
     sources = rdd.rdds()
-    if sources.size() != len(INPUT_TOPICS):
-        return [frame]
-    bulk = sources.apply(0)
-    small = [sources.apply(i) for i in range(1, sources.size())
-             if sources.apply(i).getNumPartitions() > 0]
-    if not small or bulk.getNumPartitions() == 0:
+    bulk: list[Any] = []
+    small: list[Any] = []
+    for child in (sources.apply(i) for i in range(sources.size())):
+        (bulk if _reads(child, metrics_topic) else small).append(child)
+    if len(bulk) != 1 or not small:
         return [frame]
     for more in small[1:]:
         small[0] = small[0].union(more)
     session = frame.sparkSession
     schema = frame._jdf.schema()
     return [DataFrame(session._jsparkSession.internalCreateDataFrame(part, schema, False),
-                      session) for part in (small[0], bulk)]
+                      session) for part in (small[0], bulk[0])]
+
+
+def _reads(source: Any, topic: str) -> bool:
+    """True if ``source`` (a union child: projections over a Kafka scan) reads ``topic``:
+    its first Kafka range (Spark's partition of it) names the topic-partition."""
+    scan = source
+    while scan.getClass().getSimpleName() != SCAN:
+        deps = scan.dependencies()
+        if deps.size() != 1:
+            return False
+        scan = deps.head().rdd()
+    ranges = scan.partitions()
+    return bool(ranges) and f"({topic}-" in ranges[0].inputPartition().toString()
 
 
 class JobError(RuntimeError):

@@ -62,6 +62,7 @@ class BatchSink:
                                bus_lookup(client_config(config), self.actions_topic))
         self.topics = {config.topic(name): schema for name, schema in INPUT_TOPICS.items()}
         self.snapshot_topic = config.topic("cluster-snapshots")
+        self.metrics_topic = config.topic("broker-metrics")
         self.limits = FactLimits.from_config(config.detect)
         # a manifest whose chunks are not in its batch
         self.chunks = BusChunks(client_config(config))
@@ -91,7 +92,8 @@ class BatchSink:
             return raw
 
         after: Saved | None = None
-        for part in parts(map(collected, query_pieces(frame)), self.snapshot_topic):
+        pieces = query_pieces(frame, self.metrics_topic)
+        for part in parts(map(collected, pieces), self.snapshot_topic):
             after = self._part(batch_id, part, after, output)
             began = time.monotonic()
         if after is None:  # an empty batch still takes its step (the watermark, state)
