@@ -47,6 +47,7 @@ from bench.stream_harness import (
     OnRound,
     percentile,
     phase_report,
+    pieces_report,
 )
 from core import clock
 from core.config import load
@@ -295,6 +296,7 @@ def fleet(job: Job, config: Any, episodes: int, placements: list[str],
         print(f"  {placement}: {memory.report()}")
         print(f"  {placement}: the batches' phases (Spark's durationMs): "
               f"{phase_report(job.phases[mark:])}")
+        print(f"  {placement}: {pieces_report(job.phases[mark:])}")
 
 
 # --- real-time mode ------------------------------------------------------------------

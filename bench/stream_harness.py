@@ -41,7 +41,8 @@ class Job:
             sink_phases = metrics.batch_output(p["batchId"]).phases
             self.phases.append({**(p.get("durationMs") or {}),
                                 **{f"sink {k}": round(v * 1000) for k, v in sink_phases.items()},
-                                "sink collect": round(collected.pop(p["batchId"], 0) * 1000)})
+                                **collect_phases(collected.pop(p["batchId"], []),
+                                                 tasks.pop(p["batchId"], []))})
 
         self.spark.streams.addListener(query_listener(progress))
         options = query.JobOptions.from_config(config)
@@ -49,16 +50,21 @@ class Job:
                                    options.checkpoint)
         # The collect's own share of the sink's rows (Spark's job: the Kafka read, the
         # prescreen), by batch: the bench's instrument, not the product's.
-        collected: dict[int, float] = {}
+        collected: dict[int, list[float]] = {}
+        tasks: dict[int, list[int]] = {}
         batch = [0]
         collect, write = self.sink._collect, self.sink.__call__
 
         def timed_collect(frame: Any) -> list[Any]:
+            # the Kafka ranges (Spark's tasks) of the piece's job
+            tasks.setdefault(batch[0], []).append(
+                frame._jdf.queryExecution().toRdd().getNumPartitions())
             began = time.monotonic()
             try:
                 return collect(frame)
             finally:
-                collected[batch[0]] = time.monotonic() - began
+                # each of the batch's pieces (streams.query.pieces)
+                collected.setdefault(batch[0], []).append(time.monotonic() - began)
 
         def timed_write(frame: Any, batch_id: int) -> None:
             batch[0] = batch_id
@@ -252,6 +258,34 @@ class MemoryWatch:
         return (f"peak RSS of the job's processes together {self.peak_total / 1024:,.0f} MiB "
                 f"(each's own peak: {each}); apart, the sandbox and the metric load's "
                 f"producer {self.peak_outside / 1024:,.0f} MiB")
+
+
+def collect_phases(seconds: list[float], tasks: list[int]) -> dict[str, int]:
+    """A batch's collects (one per piece, streams.query.pieces) as phases: in ms all of
+    them and the first (the small topics' when there are two); how many; the tasks (Kafka
+    ranges) of the first and of all."""
+    return {"sink collect": round(sum(seconds) * 1000),
+            "sink collect first": round(seconds[0] * 1000) if seconds else 0,
+            "sink pieces": len(seconds), "sink tasks first": tasks[0] if tasks else 0,
+            "sink tasks": sum(tasks)}
+
+
+def pieces_report(phases: list[dict[str, int]]) -> str:
+    """The batches collected in two pieces (streams.query.pieces): how many, and the
+    median of the first collect's ms and tasks against the whole batch's."""
+    import statistics
+
+    two = [p for p in phases if p.get("sink pieces", 0) > 1]
+    if not two:
+        return f"batches in two pieces: 0 of {len(phases)}"
+
+    def median(key: str) -> float:
+        return statistics.median(p[key] for p in two)
+
+    return (f"batches in two pieces: {len(two)} of {len(phases)}; median collect ms, "
+            f"first piece {median('sink collect first'):.0f} of "
+            f"{median('sink collect'):.0f}; tasks (Kafka ranges) "
+            f"{median('sink tasks first'):.0f} of {median('sink tasks'):.0f}")
 
 
 def phase_report(phases: list[dict[str, int]]) -> str:

@@ -16,11 +16,17 @@ stale-delta rule, a delta at or before the latest full snapshot, still sees the 
 order). Both parts run at the batch's watermark and the state is committed once, after
 both: a batch that fails in its second part runs again whole, and its first part plans
 the same action ids, which the batch's ledger (streams/replay.py) does not send twice.
+
+A batch is also collected in pieces (streams.query.pieces: the small topics' rows, then
+the metrics'), so that a failure's first part is delivered before the metrics' Kafka
+ranges are read at all. Every record of a topic is in one piece, so each piece is again a
+cut Spark could have made (its sources cut apart from the others'); the snapshot topic's
+rest waits for the last piece, and the state is still committed once, after all of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from schemas import snapshot_chunks as chunking
@@ -45,3 +51,18 @@ def split(rows: Sequence[Any], snapshot_topic: str) -> tuple[list[Any], list[Any
                                                                        row.offset + 1)
         (rest if later else first).append(row)
     return first, rest
+
+
+def parts(pieces: Iterable[list[Any]], snapshot_topic: str) -> Iterator[list[Any]]:
+    """The parts of a batch to run through the detector, in order, from its collected
+    ``pieces`` (each holding every record of its topics; the next is collected only once
+    the part before it has run): each piece's first part, then the snapshot topic's rest.
+    No part is empty; an empty batch has none."""
+    held: list[Any] = []
+    for rows in pieces:
+        first, rest = split([*held, *rows] if held else rows, snapshot_topic)
+        held = rest
+        if first:
+            yield first
+    if held:
+        yield held

@@ -42,6 +42,59 @@ OFFSET_FETCH = {
 }
 
 
+UNION = "org.apache.spark.rdd.UnionRDD"
+SCAN = "DataSourceRDD"
+
+
+def pieces(frame: Any, metrics_topic: str) -> list[Any]:
+    """A batch's DataFrame as the batch body collects it, in order: the small topics'
+    rows (log-dir events, snapshots), then ``metrics_topic``'s (the prescreen's survivors
+    of up to `max_offsets_per_trigger` samples). Two pieces only when both have Kafka
+    ranges in the batch; else ``[frame]``, one Spark job as before.
+
+    A filter on the batch's ``topic`` prunes nothing: foreachBatch hands the body its
+    batch as an RDD already planned (a LogicalRDD), so `frame.where(...)` reads every
+    source partition. The pieces are that RDD's own union children, one per source
+    with records in the batch (Spark leaves out a source with none), each with its
+    projection and filter; a child is the metrics' when its first Kafka range names
+    that topic. Each range is read once, in the job of its piece. Nothing here starts a
+    Spark job."""
+    from pyspark.sql import DataFrame
+
+    rdd = frame._jdf.queryExecution().toRdd()
+    while rdd.getClass().getName() != UNION:
+        deps = rdd.dependencies()
+        if deps.size() != 1:
+            return [frame]
+        rdd = deps.head().rdd()
+    sources = rdd.rdds()
+    bulk: list[Any] = []
+    small: list[Any] = []
+    for child in (sources.apply(i) for i in range(sources.size())):
+        (bulk if _reads(child, metrics_topic) else small).append(child)
+    if len(bulk) != 1 or not small:
+        return [frame]
+    for more in small[1:]:
+        small[0] = small[0].union(more)
+    session = frame.sparkSession
+    schema = frame._jdf.schema()
+    return [DataFrame(session._jsparkSession.internalCreateDataFrame(part, schema, False),
+                      session) for part in (small[0], bulk[0])]
+
+
+def _reads(source: Any, topic: str) -> bool:
+    """True if ``source`` (a union child: projections over a Kafka scan) reads ``topic``:
+    its first Kafka range (Spark's partition of it) names the topic-partition."""
+    scan = source
+    while scan.getClass().getSimpleName() != SCAN:
+        deps = scan.dependencies()
+        if deps.size() != 1:
+            return False
+        scan = deps.head().rdd()
+    ranges = scan.partitions()
+    return bool(ranges) and f"({topic}-" in ranges[0].inputPartition().toString()
+
+
 class JobError(RuntimeError):
     """The job cannot run here; the message says what to fix."""
 

@@ -14,11 +14,12 @@ from core.config import Config
 from schemas.records import Action
 from streams.batch_state import BatchState, Saved
 from streams.detect_types import Decision, DetectSettings, SnapshotRef
-from streams.fast_first import split
+from streams.fast_first import parts
 from streams.keeper import SnapshotKeeper
 from streams.metrics import BatchOutput, StreamMetrics
 from streams.propose import Proposer, describe
 from streams.query import INPUT_TOPICS, Say
+from streams.query import pieces as query_pieces
 from streams.replay import SentLedger, bus_lookup
 from streams.signals import DELTA, to_signals
 from streams.stateful import DEAD_LETTER, DECISION, KEEP, NOTE, Outcome
@@ -61,6 +62,7 @@ class BatchSink:
                                bus_lookup(client_config(config), self.actions_topic))
         self.topics = {config.topic(name): schema for name, schema in INPUT_TOPICS.items()}
         self.snapshot_topic = config.topic("cluster-snapshots")
+        self.metrics_topic = config.topic("broker-metrics")
         self.limits = FactLimits.from_config(config.detect)
         # a manifest whose chunks are not in its batch
         self.chunks = BusChunks(client_config(config))
@@ -78,27 +80,41 @@ class BatchSink:
         output = BatchOutput(phases={"rows": 0.0, "plan": 0.0, "send": 0.0})
         self.deltas.clear()
         self._begin(batch_id)
-        raw = self._collect(frame)
-        output.read = len(raw)
-        output.phases["rows"] += time.monotonic() - began
-        # A failure's evidence first, its actions delivered before the batch's full
-        # snapshots are assembled and decoded (streams/fast_first.py).
-        first, rest = split(raw, self.snapshot_topic)
-        del raw
-        after: Saved | None = None
-        for part in (first, rest) if first and rest else (first or rest,):
-            began = time.monotonic()
-            snapshots: dict[tuple[str, int, int], bytes] = {}
-            signals = self._signals(part, snapshots)  # empties the part
-            self.deltas.update(((r.topic, r.partition, r.offset), r.body.encode("utf-8"))
-                               for r in signals if r.kind == DELTA)
-            outcomes, after = self.state.step(batch_id, signals, after)
+        # A failure's evidence first (streams/fast_first.py): the small topics' rows are
+        # collected, and their first part delivered, before the metrics are read
+        # (streams.query.pieces); a snapshot's rest waits for the last piece.
+        output.read = 0
+
+        def collected(piece: Any) -> list[Any]:
+            raw = self._collect(piece)
+            output.read = (output.read or 0) + len(raw)
             output.phases["rows"] += time.monotonic() - began
-            self._deliver(batch_id, outcomes, output, snapshots)
-        assert after is not None  # the loop ran at least once
+            return raw
+
+        after: Saved | None = None
+        pieces = query_pieces(frame, self.metrics_topic)
+        for part in parts(map(collected, pieces), self.snapshot_topic):
+            after = self._part(batch_id, part, after, output)
+            began = time.monotonic()
+        if after is None:  # an empty batch still takes its step (the watermark, state)
+            after = self._part(batch_id, [], None, output)
         self.state.commit(batch_id, after)
         self.sent.forget_before(batch_id)
         self.metrics.batch_written(batch_id, output)
+
+    def _part(self, batch_id: int, part: list[Any], after: Saved | None,
+              output: BatchOutput) -> Saved:
+        """One part of the batch through the detector, its actions delivered; the state
+        it leaves, for the next part or the commit."""
+        began = time.monotonic()
+        snapshots: dict[tuple[str, int, int], bytes] = {}
+        signals = self._signals(part, snapshots)  # empties the part
+        self.deltas.update(((r.topic, r.partition, r.offset), r.body.encode("utf-8"))
+                           for r in signals if r.kind == DELTA)
+        outcomes, after = self.state.step(batch_id, signals, after)
+        output.phases["rows"] += time.monotonic() - began
+        self._deliver(batch_id, outcomes, output, snapshots)
+        return after
 
     def _begin(self, batch_id: int) -> None:
         """A run of the batch starts: what an earlier run of it sent (streams/replay.py)."""

@@ -14,7 +14,7 @@ from schemas.snapshot_chunks import split as chunked
 from streams.batch_state import BatchState
 from streams.detect_types import FIX_OFFLINE, Decision, DetectSettings
 from streams.facts import FactLimits
-from streams.fast_first import split
+from streams.fast_first import parts, split
 from streams.signals import to_signals
 from streams.stateful import DECISION, KEEP
 from tests.unit.test_stream_delta_signals import FAILED, NOTIFIED, delta
@@ -53,16 +53,18 @@ def signal_rows(rows: list[SimpleNamespace]) -> list[Any]:
             for row in out.itertuples(index=False)]
 
 
-def run(state: BatchState, batch: int, rows: list[SimpleNamespace], parts: bool = True
+def run(state: BatchState, batch: int, rows: list[SimpleNamespace], cut: bool = True,
+        pieces: list[list[SimpleNamespace]] | None = None
         ) -> list[list[tuple[str, str, str]]]:
-    """One batch through the detector as the sink runs it (in parts, or whole as before):
-    each part's outcomes; the state is committed after the last part."""
-    first, rest = split(rows, "s") if parts else (rows, [])
+    """One batch through the detector as the sink runs it (in parts, or whole as before;
+    ``pieces``: collected in those pieces, ``rows`` unused): each part's outcomes; the
+    state is committed after the last part."""
     out, after = [], None
-    for part in (first, rest) if first and rest else (first or rest,):
+    for part in parts(pieces or [rows], "s") if cut else [rows]:
         outcomes, after = state.step(batch, signal_rows(part), after)
         out.append(outcomes)
-    assert after is not None
+    if after is None:
+        out.append((after := state.step(batch, [], None))[0])
     state.commit(batch, after)
     return out
 
@@ -102,9 +104,9 @@ def test_the_fix_goes_out_in_the_first_part_from_the_kept_snapshot_and_the_delta
 
 def test_in_one_part_the_same_batch_proposes_the_same_fix_once(tmp_path):
     state = BatchState(tmp_path, DetectSettings(), 60_000)
-    run(state, 0, [record("s", 0, BASE)], parts=False)
+    run(state, 0, [record("s", 0, BASE)], cut=False)
     (whole,) = run(state, 1, [record("e", 0, NOTIFIED), record("s", 1, delta()),
-                              *chunks_of(AFTER, 2)], parts=False)
+                              *chunks_of(AFTER, 2)], cut=False)
     (fix,) = fixes(whole)
     assert (fix.broker, fix.log_dir, fix.delta) == (0, "/d1", None)  # from the snapshot
 
@@ -163,3 +165,43 @@ def test_a_fix_reads_its_delta_from_the_batch_and_only_an_earlier_one_from_the_b
     assert BatchSink._delta(sink, SnapshotRef("s", 0, 1, 0), "c1") == delta()
     assert BatchSink._delta(sink, SnapshotRef("s", 0, 0, 0), "c1") == b"from the bus"
     assert read == [0]
+
+
+def test_a_batch_in_pieces_runs_each_first_part_then_the_snapshot_s_rest():
+    event, late = record("e", 0, NOTIFIED), record("s", 1, delta())
+    snapshot = chunks_of(AFTER, 2)
+    metric = record("m", 0, METRIC)
+    got = list(parts([[event, late, *snapshot], [metric]], "s"))
+    assert got == [[event, late], [metric], snapshot]
+    assert list(parts([[], [metric]], "s")) == [[metric]]
+    assert list(parts([[], []], "s")) == []
+
+
+def test_the_next_piece_is_collected_only_once_the_part_before_it_has_run():
+    collected: list[int] = []
+
+    def pieces() -> Any:
+        for n, rows in enumerate([[record("e", 0, NOTIFIED)], [record("m", 0, METRIC)]]):
+            collected.append(n)
+            yield rows
+
+    each = parts(pieces(), "s")
+    assert [r.topic for r in next(each)] == ["e"] and collected == [0]
+    assert [r.topic for r in next(each)] == ["m"] and collected == [0, 1]
+
+
+def test_in_pieces_the_fix_goes_out_before_the_metrics_are_read_and_decides_alike(
+        tmp_path):
+    batch = [record("e", 0, NOTIFIED), record("s", 1, delta()), *chunks_of(AFTER, 2)]
+    # the round's gauges: the failed broker's other dir, online
+    healthy = {**METRIC, "broker": 0, "value": 0}
+    metrics = [record("m", 0, healthy), record("m", 1, healthy)]
+    decided = []
+    for n, pieces in enumerate([None, [batch, metrics]]):
+        state = BatchState(tmp_path / str(n), DetectSettings(), 60_000)
+        run(state, 0, [record("s", 0, BASE)])
+        out = run(state, 1, [*metrics, *batch], pieces=pieces)
+        (fix,) = fixes(out[0])  # the first part's, in either
+        assert [fixes(o) for o in out[1:]] == [[]] * (len(out) - 1)
+        decided.append((fix.to_json(), sorted(k for o in out for _, k, _ in o)))
+    assert decided[0] == decided[1]
