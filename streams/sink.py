@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from core import bus, clock
+from core.bus_partitions import AwayFromFailedDirs
 from core.config import Config
 from schemas.records import Action
 from streams.batch_state import BatchState, Saved
-from streams.detect_types import Decision, DetectSettings, SnapshotRef
+from streams.detect_types import FIX_OFFLINE, Decision, DetectSettings, SnapshotRef
 from streams.fast_first import parts
 from streams.keeper import SnapshotKeeper
 from streams.metrics import BatchOutput, StreamMetrics
@@ -51,6 +52,7 @@ class BatchSink:
                                  read_delta=self._delta,
                                  keeper=SnapshotKeeper(self.reader, self.ahead))
         self.producer = producer(config)
+        self.away = AwayFromFailedDirs(self.producer)
         self.signer = signer(config)
         self.actions_topic = config.topic("actions")
         self.dead_letter_topic = config.topic("dead-letter")
@@ -135,13 +137,11 @@ class BatchSink:
             if err is not None:
                 errors.append(f"{msg.topic()}: {err}")
 
+        letters: list[tuple[bytes, bytes]] = []
         for cluster, kind, body in outcomes:
             if kind == DEAD_LETTER:
-                letter = json.loads(body)
-                bus.produce(self.producer, self.dead_letter_topic, body.encode("utf-8"),
-                            letter["source_topic"].encode("utf-8"), on_delivery=delivered)
-                self.metrics.dead_letters.labels(letter["source_topic"]).inc()
-                output.dead_letters += 1
+                letters.append((body.encode("utf-8"),
+                                json.loads(body)["source_topic"].encode("utf-8")))
             elif kind == NOTE:
                 self.say(f"note ({cluster}): {body}")
                 self.metrics.notes.inc()
@@ -161,9 +161,16 @@ class BatchSink:
                 self.say(f"{decision.type} ({decision.cluster_id}): {decision.reason}; the "
                          "planner found nothing to do")
             signed += map(self.signer.sign_action, actions)
+        # a fix names the partitions its failed dir held; where those are the bus's own,
+        # writes to them wait out the lag time (core/bus_partitions.py)
+        self.away.avoid((t.topic, t.partition) for a in signed if a.type == FIX_OFFLINE
+                        for t in a.targets())
+        for value, source in letters:
+            self._send(self.dead_letter_topic, value, source, delivered)
+            self.metrics.dead_letters.labels(source.decode("utf-8")).inc()
+            output.dead_letters += 1
         for action in self.sent.unsent(batch_id, signed):
-            bus.produce(self.producer, self.actions_topic, action.to_json(), action.key(),
-                        on_delivery=delivered)
+            self._send(self.actions_topic, action.to_json(), action.key(), delivered)
             latency = (clock.epoch_seconds(action.created_at)
                        - clock.epoch_seconds(action.event_time))
             self.metrics.actions.labels(action.type).inc()
@@ -185,6 +192,11 @@ class BatchSink:
             why = "; ".join(failures[:3]) or "not acknowledged within 30 s"
             raise RuntimeError(f"batch {batch_id}: {len(failures) + left} record(s) not "
                                f"delivered to the bus ({why})")
+
+    def _send(self, topic: str, value: bytes, key: bytes | None, delivered: Any) -> None:
+        partition = self.away.partition_for(topic, key)
+        extra = {} if partition is None else {"partition": partition}
+        bus.produce(self.producer, topic, value, key, on_delivery=delivered, **extra)
 
     def _delta(self, ref: SnapshotRef, cluster_id: str) -> bytes:
         found = self.deltas.get((ref.topic, ref.partition, ref.offset))
