@@ -5,8 +5,9 @@ until the leader stops counting that replica as caught up: `replica.lag.time.max
 30 s by default (docs/facts.md, "A failed dir holds acks=all writes"). A consumer reads
 only to the high watermark, so a fix sent to such a partition reaches serve that much
 later, and the job's flush may give up on it. When the bus is the cluster being healed,
-the fix itself names those partitions: the replicas the failed dir held. So records are
-sent, for a while, to the topic's other partitions.
+the fix and its page name those partitions: the replicas the failed dir held, whether
+reassignment can repair them or not (`held_by_failed`). So records are sent, for a while,
+to the topic's other partitions.
 
 Which partition an action id or a dead letter lands on means nothing to any reader (every
 reader reads every partition, and no order between keys is relied on), so the choice
@@ -19,13 +20,28 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from schemas.records import Action
 
 # How long a partition named by a fix is kept away from: past the default lag time with
 # room for the reassignment that moves its replica off the failed dir.
 HOLD_SECONDS = 300.0
 # How long a topic's partition count is trusted (partitions can be added).
 COUNT_SECONDS = 300.0
+
+
+def held_by_failed(action: Action) -> list[tuple[str, int]]:
+    """The (topic, partition)s an action says lost a replica: a re-replication's targets
+    and the ones it cannot repair, and the partitions of the page for those."""
+    if action.type == "fix_offline_replicas":
+        lost = action.plan.get("unrecoverable") or ()
+        return [*((t.topic, t.partition) for t in action.targets()),
+                *((u["topic"], u["partition"]) for u in lost)]
+    if action.type == "page_operator":
+        return [(p["topic"], p["partition"]) for p in action.plan.get("partitions") or ()]
+    return []
 
 
 class AwayFromFailedDirs:

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from core import bus, clock
-from core.bus_partitions import AwayFromFailedDirs
+from core.bus_partitions import AwayFromFailedDirs, held_by_failed
 from core.config import Config
 from schemas.records import Action
 from streams.batch_state import BatchState, Saved
-from streams.detect_types import FIX_OFFLINE, Decision, DetectSettings, SnapshotRef
+from streams.detect_types import Decision, DetectSettings, SnapshotRef
 from streams.fast_first import parts
 from streams.keeper import SnapshotKeeper
 from streams.metrics import BatchOutput, StreamMetrics
@@ -161,10 +161,9 @@ class BatchSink:
                 self.say(f"{decision.type} ({decision.cluster_id}): {decision.reason}; the "
                          "planner found nothing to do")
             signed += map(self.signer.sign_action, actions)
-        # a fix names the partitions its failed dir held; where those are the bus's own,
-        # writes to them wait out the lag time (core/bus_partitions.py)
-        self.away.avoid((t.topic, t.partition) for a in signed if a.type == FIX_OFFLINE
-                        for t in a.targets())
+        # a fix and its page name the partitions its failed dir held; where those are the
+        # bus's own, writes to them wait out the lag time (core/bus_partitions.py)
+        self.away.avoid(tp for a in signed for tp in held_by_failed(a))
         for value, source in letters:
             self._send(self.dead_letter_topic, value, source, delivered)
             self.metrics.dead_letters.labels(source.decode("utf-8")).inc()

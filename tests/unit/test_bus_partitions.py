@@ -99,13 +99,12 @@ class _Recorder(_Producer):
         return 0
 
 
-def test_the_job_sends_a_fix_away_from_the_bus_partitions_its_failed_dir_held(tmp_path):
+def test_the_job_sends_a_fix_and_its_page_away_from_the_partitions_they_name(tmp_path):
     """The real `BatchSink._deliver` around stand-ins for the planner, the signer and the
-    bus: the fix names actions-1 (its dir held a replica of it), so neither the fix nor
-    the batch's dead letter goes there; a batch with no fix sends as before."""
-    from core.plan.formats import Reassignment
+    bus. The fix re-replicates actions-1 and cannot repair actions-2 (both had a replica
+    on the failed dir); its page names dead-letter-0. So the fix and the page go to
+    actions-0 and the batch's dead letter away from dead-letter-0."""
     from schemas.actions import build_action
-    from schemas.plans import PartitionAssignment
     from schemas.records import Trigger
     from streams.batch_state import BatchState
     from streams.detect_types import FIX_OFFLINE, DetectSettings
@@ -119,11 +118,18 @@ def test_the_job_sends_a_fix_away_from_the_bus_partitions_its_failed_dir_held(tm
     run(state, 0, [record("s", 0, BASE)])
     (outcomes,) = run(state, 1, [record("e", 0, NOTIFIED), record("s", 1, delta())])
     assert fixes(outcomes)
-    plan = Reassignment(tuple(PartitionAssignment(t, p, (1, 2), ("any", "any"))
-                              for t, p in (("sh.actions", 1), ("orders", 0))))
-    fix = build_action("c1", FIX_OFFLINE, plan, reason="dir failed",
-                       trigger=Trigger("logdir_event", 0, "/d1"),
-                       event_time="2026-11-22T03:51:00Z", created_at="2026-11-22T03:51:01Z")
+    made = {"reason": "dir failed", "trigger": Trigger("logdir_event", 0, "/d1"),
+            "event_time": "2026-11-22T03:51:00Z", "created_at": "2026-11-22T03:51:01Z"}
+    fix = build_action("c1", FIX_OFFLINE, {
+        "version": 1,
+        "partitions": [{"topic": t, "partition": p, "replicas": [1, 2],
+                        "log_dirs": ["any", "any"]} for t, p in (("sh.actions", 1),
+                                                                 ("orders", 0))],
+        "unrecoverable": [{"topic": "sh.actions", "partition": 2, "replicas": [0, 1, 2],
+                           "reason": "no broker left"}]}, **made)
+    page = build_action("c1", "page_operator", {
+        "message": "replace the disk", "brokers": [0], "log_dirs": ["/d1"],
+        "partitions": [{"topic": "sh.dead-letter", "partition": 0}]}, **made)
     letter = json.dumps({"source_topic": "sh.broker-metrics"})
     counter = SimpleNamespace(labels=lambda *_: SimpleNamespace(inc=lambda: None,
                                                                 observe=lambda _: None))
@@ -132,7 +138,7 @@ def test_the_job_sends_a_fix_away_from_the_bus_partitions_its_failed_dir_held(tm
     sink.away = AwayFromFailedDirs(sink.producer)
     sink.sent = SentLedger(tmp_path / "ledger", lambda *_: set())
     sink.proposer = SimpleNamespace(
-        actions=lambda decision: [fix] if decision.type == FIX_OFFLINE else [])
+        actions=lambda decision: [fix, page] if decision.type == FIX_OFFLINE else [])
     sink.signer = SimpleNamespace(sign_action=lambda a: a)
     sink.metrics = SimpleNamespace(actions=counter, latency=counter, dead_letters=counter)
     sink.say = lambda line: None
@@ -141,10 +147,9 @@ def test_the_job_sends_a_fix_away_from_the_bus_partitions_its_failed_dir_held(tm
 
     decisions = [o for o in outcomes if o[1] == DECISION]
     BatchSink._deliver(sink, 1, [("c1", DEAD_LETTER, letter), *decisions], output, {})
-    (sent_fix,) = [p for t, p in sink.producer.sent if t == "sh.actions"]
+    assert [p for t, p in sink.producer.sent if t == "sh.actions"] == [0, 0]
     (sent_letter,) = [p for t, p in sink.producer.sent if t == "sh.dead-letter"]
-    assert sent_fix in (0, 2)
-    assert sent_letter is None  # no fix named a dead-letter partition
+    assert sent_letter in (1, 2)
 
     before = AwayFromFailedDirs(_Recorder())  # a job that saw no fix: the producer's choice
     assert before.partition_for("sh.actions", fix.key()) is None
