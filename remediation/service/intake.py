@@ -19,6 +19,11 @@ just moved (NOT_COORDINATOR for the whole request), librdkafka neither retries n
 starts the partition's fetcher, so the intake read nothing ever again (librdkafka issue
 5586; a full test run's serve sat so for two minutes after a dir holding
 __consumer_offsets failed). Asked here, a refusal is an error that is retried.
+
+A consumer that stops fetching while records wait (`core.bus.StallWatch`: librdkafka
+#5153, an assigned consumer after every broker restarted) is replaced by a new one from
+`renew`, assigned again from the group's committed offsets: the records in hand were not
+committed, so none is skipped, and the store knows every id it has seen.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from core.bus import kafka_reason
+from core.bus import StallWatch, kafka_reason
 from remediation.executor.cluster import ClusterError
 from remediation.executor.runner import Executor, Received
 from remediation.service.outbox import source_text
@@ -37,6 +42,8 @@ PARTITIONS_CHECK_SECONDS = 60.0
 # While the topic shows no partition yet (just created, its metadata not everywhere yet),
 # it is asked again this often rather than a minute later.
 NO_PARTITIONS_RETRY_SECONDS = 1.0
+# Nothing fetched for this long while a partition's log is past what was handled: stalled.
+STALL_SECONDS = 15.0
 
 
 class Intake:
@@ -44,12 +51,18 @@ class Intake:
 
     def __init__(self, consumer: Any, topic: str, executor: Executor,
                  count: Callable[[Received], None] = lambda r: None,
-                 log: Callable[[str], None] = lambda m: None) -> None:
+                 log: Callable[[str], None] = lambda m: None,
+                 renew: Callable[[], Any] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.consumer = consumer
         self.topic = topic
         self.executor = executor
         self._count = count
         self._log = log
+        self._renew = renew  # a new consumer, when this one stalls; None: never replaced
+        self._clock = clock
+        self._watch: StallWatch | None = None  # once partitions are assigned
+        self._next: dict[int, int] = {}  # partition -> the offset after the last handled
         self._waiting: str | None = None  # the record the cluster could not be read for
         self._partitions = 0
         self._checked = -PARTITIONS_CHECK_SECONDS
@@ -87,7 +100,10 @@ class Intake:
                 TopicPartition(self.topic, tp.partition,
                                tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
                 for tp in committed])
+            self._next.update((tp.partition, max(tp.offset, 0)) for tp in committed)
             self._partitions = count
+            self._watch = StallWatch(self.topic, list(range(count)), STALL_SECONDS,
+                                     ask_s=1.0, clock=self._clock)
         self._failed = False
 
     def poll(self, timeout: float, stop: threading.Event) -> int:
@@ -98,6 +114,8 @@ class Intake:
         if time.monotonic() - self._checked > due:
             self._try_assign()
         batch = self.consumer.consume(num_messages=100, timeout=timeout)
+        if self._watch is not None and any(m.error() is None for m in batch):
+            self._watch.read()  # fetching, if only a record the cluster holds back
         for i, msg in enumerate(batch):
             if stop.is_set():
                 self._rewind(batch[i:])
@@ -109,8 +127,26 @@ class Intake:
                 self._rewind(batch[i:])
                 stop.wait(timeout)  # back off; the records come again on the next poll
                 break
+            self._next[msg.partition()] = msg.offset() + 1
             handled += 1
+        self._check_stall()
         return handled
+
+    def _check_stall(self) -> None:
+        if self._renew is None or self._watch is None:
+            return
+        stall = self._watch.check(self.consumer, lambda p: self._next.get(p, 0))
+        if stall is None:
+            return
+        self._log(f"the intake stopped fetching ({stall}; librdkafka #5153): reading on "
+                  "with a new consumer from the committed offsets")
+        old, self.consumer = self.consumer, self._renew()
+        try:
+            old.close()
+        except Exception:
+            pass  # it was stuck; what it had not committed is read again
+        self._partitions = 0
+        self._try_assign()
 
     def _rewind(self, rest: list[Any]) -> None:
         """Read these records again on the next poll (each partition from its first)."""

@@ -204,11 +204,13 @@ class Serve:
                 notify=self._notify, publish=lambda a: self._publish(producer, a),
                 is_leader=is_leader, log=self.log)
             self.runtime.executor = executor
-            consumer = bus.consumer(config, config.serve.intake_group,
+            def intake_consumer() -> Any:
+                return bus.consumer(config, config.serve.intake_group,
                                     **{"enable.auto.commit": False,
                                        "auto.offset.reset": "earliest"})
-            intake = Intake(consumer, config.topic("actions"), executor, self._count_intake,
-                            self.log)
+
+            intake = Intake(intake_consumer(), config.topic("actions"), executor,
+                            self._count_intake, self.log, renew=intake_consumer)
             outbox = Outbox(self.store, producer,
                             {"action-status": config.topic("action-status"),
                              "dead-letter": config.topic("dead-letter")},
