@@ -126,7 +126,10 @@ class BackgroundProducer(threading.Thread):
             # leader): the same as produce() refusing it, so never expected either.
             self.refused.append(str(err))
         else:
-            self.errors.append(str(err))
+            # timed, with how many were acknowledged by then: a failure says when the
+            # client gave up and whether it recovered after
+            self.errors.append(f"{time.strftime('%H:%M:%S')} {err} "
+                               f"(after {len(self.acked)} acknowledged)")
 
     def run(self) -> None:
         from confluent_kafka import KafkaException
@@ -373,7 +376,9 @@ def delivery_problems(producer: BackgroundProducer, consumer: BackgroundConsumer
     """Stop ``producer`` and check the promise: every acknowledged message read exactly
     once by ``consumer``. Empty when kept; else what broke it."""
     producer.stop()
-    problems = [f"producer error: {e}" for e in producer.errors[:5]]
+    errors = producer.errors
+    problems = [f"{len(errors)} producer error(s), the first {errors[0]}, the last "
+                f"{errors[-1]}; {len(producer.acked)} acknowledged in all"] if errors else []
     if not consumer.wait_for(producer.acked, timeout=timeout):
         missing = set(producer.acked) - set(consumer.values)
         problems.append(f"{len(missing)} acknowledged messages not read within {timeout:.0f} s "
