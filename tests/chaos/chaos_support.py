@@ -32,6 +32,7 @@ from sandbox import cluster, loop, traffic
 from sandbox.state import SandboxState
 from sandbox.status import kafka_admin, placement
 from schemas import snapshot_chunks as chunking
+from tests.chaos.sync_check import in_sync, why_not_in_sync
 from tests.e2e.loop_support import (
     dir_holding,
     drop_topics,
@@ -78,8 +79,9 @@ class Scenario:
             return json.load(resp)
 
     def wait(self, check: Callable[[], Any], what: str, timeout: float = 180.0,
-             alive: bool = True) -> Any:
-        """Poll ``check`` until truthy, failing with serve's and the job's log tails."""
+             alive: bool = True, detail: Callable[[], str] | None = None) -> Any:
+        """Poll ``check`` until truthy, failing with serve's and the job's log tails
+        (and what ``detail`` adds)."""
 
         def explain() -> str:
             # every piece's tail: a fix that never came may be the collectors' doing
@@ -92,8 +94,9 @@ class Scenario:
             proposed = "\n".join(
                 f"{a.get('type')} {a.get('trigger')}: {a.get('reason')}{_moves(a)}"
                 for a in parsed(self.readers["actions"].messages))
-            return (f"{tails}\n\n--- the test's readers:\n{read}\n\n"
-                    f"--- proposed:\n{proposed or '(nothing)'}")
+            told = f"{tails}\n\n--- the test's readers:\n{read}\n\n" \
+                   f"--- proposed:\n{proposed or '(nothing)'}"
+            return f"{detail()}\n\n{told}" if detail is not None else told
 
         return wait_until(check, what, timeout, explain=explain,
                           alive=self.loop.check_alive if alive else None)
@@ -302,15 +305,6 @@ def shared_loop(state: SandboxState, work: Path, policy: str = POLICY,
             actions.stop()
 
 
-def in_sync(state: SandboxState, prefix: str, topic: str) -> bool:
-    """Every partition of the loop's bus topics and of ``topic`` led, all replicas in sync."""
-    with kafka_admin(state) as admin:
-        found = admin.describe_topics()
-    return all(p["leader_id"] >= 0 and set(p["isr_nodes"]) == set(p["replica_nodes"])
-               for t in found if t["name"].startswith(prefix) or t["name"] == topic
-               for p in t["partitions"])
-
-
 @contextmanager
 def scenario(state: SandboxState, work: Path, name: str, policy: str = POLICY,
              overrides: dict[str, dict[str, Any]] | None = None,
@@ -397,7 +391,7 @@ def _traffic(state: SandboxState, the_loop: loop.Loop, name: str, topic: str,
         # up; a dir failed meanwhile may hold a partition's only in-sync copy (two
         # overlapping faults, which no software can repair; the planner pages for it).
         s.wait(lambda: in_sync(state, prefix, topic), "the loop's topics and the test "
-               "topic in sync", 180)
+               "topic in sync", 180, detail=lambda: why_not_in_sync(state, prefix, topic))
         for reader in ("actions", "dead-letter", "logdir-events", "cluster-snapshots"):
             readers[reader] = TopicReader(state, prefix + reader)
             readers[reader].start()

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from sandbox import cluster
-from tests.chaos.chaos_support import in_sync, scenario, some_dir
+from tests.chaos.chaos_support import scenario, some_dir
+from tests.chaos.sync_check import in_sync, why_not_in_sync
 
 pytestmark = pytest.mark.chaos
 
@@ -24,7 +25,8 @@ def heal_next_fault(s, broker: int, what: str) -> None:
     restarted) was still catching up across a ZooKeeper outage; no software can repair
     that partition (two overlapping faults), and the planner now says so."""
     prefix = s.loop.config["bus"]["topic_prefix"]
-    s.wait(lambda: in_sync(s.state, prefix, s.topic), "the bus and the topic in sync", 180)
+    s.wait(lambda: in_sync(s.state, prefix, s.topic), "the bus and the topic in sync", 180,
+           detail=lambda: why_not_in_sync(s.state, prefix, s.topic))
     path = some_dir(s.state, broker, s.topic)
     try:
         s.healed_once(broker, path, s.fail(broker, path), f"{what}: fault")
@@ -72,7 +74,7 @@ def test_the_bus_unreachable_for_a_minute_loses_nothing_and_proposes_nothing_twi
         # waited on them (a different, overlapping fault).
         prefix = s.loop.config["bus"]["topic_prefix"]
         s.wait(lambda: in_sync(chaos_sandbox, prefix, s.topic), "the bus and the topic in sync",
-               120)
+               120, detail=lambda: why_not_in_sync(chaos_sandbox, prefix, s.topic))
         s.timings["bus away s"] = time.monotonic() - start
         s.loop.check_alive()  # every piece rode it out
         heal_next_fault(s, 0, "after the bus came back")
