@@ -7,10 +7,11 @@ stream` does: same session settings, same query) on topics of its own, then:
    1,000-broker cluster (99% of them kafka_log_size, the rest per-dir offline gauges and
    counts) for a minute, as the metrics collector publishes them with the product's
    defaults (change-only, streams/collect/changes.py: a healthy cluster's whole scrape
-   once per keepalive, 60 s, every broker in the same round, and nothing between, since
-   no gauge changes), or with `--whole-scrapes` as before change-only publishing (every
-   30 s scrape whole: 35,000 samples/s, steady); prints the rate produced, the rate the
-   job read, its batch durations and how long it took to catch up after;
+   once per keepalive, 60 s, each broker in the scrape where its phase falls, about 100
+   brokers a phase, and nothing between, since no gauge changes), or with
+   `--whole-scrapes` as before change-only publishing (every 30 s scrape whole: 35,000
+   samples/s, steady); prints the rate produced, the rate the job read, its batch
+   durations and how long it took to catch up after;
 2. latency: failure episodes as the collectors send them (a ZooKeeper notification,
    then the snapshot taken ~1 s later showing the dir offline), each for a new cluster
    id, idle and under the metric load; prints event -> action on selfheal.actions;

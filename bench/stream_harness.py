@@ -85,10 +85,10 @@ class Job:
 
 
 def send_round(servers: str, topic: str, began: Any, report: Any, lead: int) -> None:
-    """In its own process: one whole-scrape round of the metric load's fleet
-    (bench/stream_load.scrape: every broker's scrape, as change-only publishing sends it
-    once per keepalive), as fast as the producer goes; ``began`` gets a token once
-    ``lead`` samples are on the bus, ``report`` (samples, seconds) at the end."""
+    """In its own process: the largest whole-scrape round of the metric load's fleet
+    (bench/stream_load.largest_round: the brokers whose keepalive falls in one scrape, as
+    change-only publishing sends them), as fast as the producer goes; ``began`` gets a
+    token once ``lead`` samples are on the bus, ``report`` (samples, seconds) at the end."""
     from confluent_kafka import Producer
 
     from bench import stream_load
@@ -97,7 +97,7 @@ def send_round(servers: str, topic: str, began: Any, report: Any, lead: int) -> 
     producer = Producer({"bootstrap.servers": servers, "linger.ms": 50,
                          "compression.type": "lz4", "batch.size": 1_000_000,
                          "queue.buffering.max.messages": 2_000_000})
-    samples = stream_load.scrape(clock.text())
+    samples = stream_load.scrape(clock.text(), stream_load.largest_round())
     started = time.monotonic()
     for k, sample in enumerate(samples):
         while True:
@@ -115,17 +115,17 @@ def send_round(servers: str, topic: str, began: Any, report: Any, lead: int) -> 
 
 # Samples of a round on the bus before the episode's event is sent: enough that the
 # job's next trigger has a round's batch to take (up to `max_offsets_per_trigger`).
-# The whole round (`--round-lead 1045000`): its production done before the event, so
+# The whole round (`--round-lead 210045`): its production done before the event, so
 # that the batches the event meets are the job's alone, not shared with the producer.
 ROUND_LEAD = 50_000
 
 
 class OnRound:
     """Episodes placed on the metric load's whole-scrape round: each episode's event is
-    sent once a round of the fleet's scrapes (bench/stream_load, 1,045,000 samples) is
-    on its way to the bus, so that it lands in a trigger with the round's metrics, the
-    worst case the random placement meets by luck; the next episode waits until the job
-    has read the round."""
+    sent once the largest round of the fleet's keepalive scrapes (bench/stream_load:
+    201 brokers, 210,045 samples) is on its way to the bus, so that it lands in a
+    trigger with the round's metrics, the worst case the random placement meets by
+    luck; the next episode waits until the job has read the round."""
 
     def __init__(self, job: Job, config: Any, lead: int = ROUND_LEAD) -> None:
         self.job, self.config, self.lead = job, config, lead

@@ -4,25 +4,30 @@ samples as the metrics collector publishes them, from a process of its own."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from core import clock
+from streams.collect.changes import keepalive_due
 
 RATE = 35_000  # samples/s: 1,000 brokers x ~1,050 samples per 30 s scrape
 # Change-only publishing ([collect] metrics_keepalive_seconds, its default): a healthy
-# cluster's brokers go whole together once per keepalive, nothing between. 0: every
-# scrape whole, RATE samples/s steady (`--whole-scrapes`).
+# cluster's brokers go whole once per keepalive, each in the scrape where its phase's
+# window turns (streams/collect/changes.keepalive_due: about 100 brokers a phase), and
+# nothing between. 0: every scrape whole, RATE samples/s steady (`--whole-scrapes`).
 KEEPALIVE = 60.0
+SCRAPE_INTERVAL = 10.0  # [collect] scrape_interval_seconds, its default
 BROKERS = 1000
 SIZES_PER_BROKER = 1040
 DIRS_PER_BROKER = 4
 
 
-def scrape(when: str) -> list[bytes]:
-    """One scrape of every broker: the samples a 30 s interval produces."""
+def scrape(when: str, brokers: Iterable[int] | None = None) -> list[bytes]:
+    """One scrape of every broker (or of ``brokers``): the samples a 30 s interval
+    produces."""
     head = f'{{"version":1,"cluster_id":"bench-load","event_time":"{when}","broker":'
     out = []
-    for b in range(BROKERS):
+    for b in range(BROKERS) if brokers is None else brokers:
         rack = f'"rack":"r{b % 3}",'
         for p in range(SIZES_PER_BROKER):
             out.append(f'{head}{b},{rack}"metric":"kafka_log_size","labels":{{"topic":'
@@ -56,16 +61,17 @@ def produce_load(servers: str, topic: str, rate: int, seconds: float,
                 producer.poll(0.05)
 
     if keepalive > 0:
-        rounds = 0
+        ticks, last = 0, None
         while time.monotonic() - started < seconds:
-            due = started + rounds * keepalive
+            due = started + ticks * SCRAPE_INTERVAL
             if time.monotonic() < due:
                 time.sleep(min(0.2, due - time.monotonic()))
                 continue
-            for sample in scrape(clock.text()):  # stamped as the round scrapes them
+            # the scrape's brokers whose keepalive window turned (all of them at first)
+            for sample in scrape(clock.text(), round_of(last, due, keepalive)):
                 send(sample)
                 k += 1
-            sent, rounds = k, rounds + 1
+            sent, ticks, last = k, ticks + 1, due
             producer.poll(0)
     else:
         samples = scrape(clock.text())
@@ -83,9 +89,25 @@ def produce_load(servers: str, topic: str, rate: int, seconds: float,
     report.put((sent, time.monotonic() - started))
 
 
+def round_of(last: float | None, now: float, keepalive: float = KEEPALIVE) -> list[int]:
+    """The brokers whose whole scrape goes at the scrape at ``now``, the one before at
+    ``last`` (None: the first, where every broker goes)."""
+    return [b for b in range(BROKERS)
+            if last is None or keepalive_due(b, last, now, keepalive, BROKERS)]
+
+
+def largest_round(keepalive: float = KEEPALIVE) -> list[int]:
+    """The most brokers one scrape sends whole once the first has gone: the round a
+    failure can land behind."""
+    ticks = [i * SCRAPE_INTERVAL for i in range(round(keepalive / SCRAPE_INTERVAL) + 1)]
+    return max((round_of(a, b, keepalive) for a, b in zip(ticks, ticks[1:], strict=False)), key=len)
+
+
 def label() -> str:
     if KEEPALIVE > 0:
         per = BROKERS * (SIZES_PER_BROKER + DIRS_PER_BROKER + 1)
+        most = len(largest_round()) * (SIZES_PER_BROKER + DIRS_PER_BROKER + 1)
         return (f"change-only metrics ({per:,} samples each {KEEPALIVE:.0f} s, "
-                f"{per / KEEPALIVE:,.0f}/s on average)")
+                f"{per / KEEPALIVE:,.0f}/s on average, at most {most:,} in one "
+                f"{SCRAPE_INTERVAL:.0f} s scrape)")
     return f"{RATE:,} samples/s"

@@ -11,10 +11,18 @@ While anything is wrong (a dir or the offline count reads non-zero on any broker
 exporter does not answer) every scrape goes whole, as it always did: the detector's
 clock is the event time of what arrives, and its waits (the broker return and death
 graces, the fresh-snapshot wait) must keep moving while it has something to decide.
+
+A large cluster's keepalive is spread over the interval: with every broker in the same
+round, a fleet's whole scrapes (a million samples at 1,000 brokers) came as one batch of
+several seconds, and a failure arriving behind it waited for all of it. Each broker's
+keepalive falls in a window of its own phase; a round holds about `ROUND_BROKERS`
+brokers (a small cluster keeps one round: a batch more a minute would cost an idle job
+more than it saves). Each broker still goes whole at least once per keepalive.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from schemas.records import BrokerMetric
@@ -26,6 +34,25 @@ SIZES = "kafka_log_size"
 OFFLINE_GAUGES = frozenset({OFFLINE_GAUGE, COUNT_GAUGE})
 
 SampleKey = tuple[str, tuple[tuple[str, str], ...]]
+
+ROUND_BROKERS = 100  # brokers per keepalive round, about, once a cluster has more
+_GOLDEN = (math.sqrt(5) - 1) / 2  # spreads any set of broker ids evenly over the phases
+
+
+def keepalive_phase(broker: int, keepalive: float, brokers: int) -> float:
+    """Where in the keepalive interval ``broker``'s whole scrape falls (seconds, 0 to
+    ``keepalive``) in a cluster of ``brokers``: one of ceil(brokers / ROUND_BROKERS)
+    evenly spaced phases, 0 for a cluster of one round."""
+    rounds = max(1, math.ceil(brokers / ROUND_BROKERS))
+    return keepalive * math.floor((broker * _GOLDEN) % 1.0 * rounds) / rounds
+
+
+def keepalive_due(broker: int, last: float, now: float, keepalive: float,
+                  brokers: int) -> bool:
+    """Whether ``broker``, last whole at ``last``, goes whole at ``now``: its phase's
+    window (``keepalive`` long) has turned since. Never more than ``keepalive`` apart."""
+    phase = keepalive_phase(broker, keepalive, brokers)
+    return math.floor((now - phase) / keepalive) > math.floor((last - phase) / keepalive)
 
 
 def sample_key(record: BrokerMetric) -> SampleKey:
@@ -46,13 +73,15 @@ class ChangeOnly:
     def __init__(self, keepalive: float) -> None:
         self.keepalive = keepalive
         self._sent: dict[int, _Sent] = {}
+        self._brokers = 0  # how many are scraped: the keepalive rounds' number
 
     def forget(self, broker: int) -> None:
         """The exporter did not answer: its next answer goes whole."""
         self._sent.pop(broker, None)
 
     def keep_only(self, brokers: set[int]) -> None:
-        """Forget the brokers no longer scraped."""
+        """Forget the brokers no longer scraped; ``brokers`` are all that are."""
+        self._brokers = len(brokers)
         for broker in set(self._sent) - brokers:
             del self._sent[broker]
 
@@ -68,7 +97,8 @@ class ChangeOnly:
         their order; ``whole``: all of them (something is wrong somewhere)."""
         sent = self._sent.get(broker)
         whole = (whole or sent is None or self.keepalive <= 0
-                 or now - sent.whole_at >= self.keepalive)
+                 or keepalive_due(broker, sent.whole_at, now, self.keepalive,
+                                  max(self._brokers, len(self._sent))))
         gauges = {sample_key(r): r.value for r in records if r.metric != SIZES}
         if whole:
             self._sent[broker] = _Sent(now, gauges)

@@ -14,7 +14,13 @@ from core.config import ConfigError, load
 from schemas import wire
 from schemas.records import BrokerMetric
 from streams.collect.broker_metrics import MetricsCollector
-from streams.collect.changes import ChangeOnly, anything_wrong
+from streams.collect.changes import (
+    ROUND_BROKERS,
+    ChangeOnly,
+    anything_wrong,
+    keepalive_due,
+    keepalive_phase,
+)
 from streams.collect.runner import CollectorRun
 
 OFFLINE = "kafka_log_log_directory_offline"
@@ -85,6 +91,33 @@ def test_what_counts_as_wrong_and_the_brokers_remembered_offline():
     changes.select(1, scrape(d1=1, broker=1), now=20)
     changes.keep_only({2})
     assert changes.offline_brokers() == set()
+
+
+def test_a_small_cluster_keeps_one_round_a_fleet_spreads_its_keepalive_over_the_interval():
+    assert {keepalive_phase(b, 60, 3) for b in range(3)} == {0.0}
+    changes = ChangeOnly(keepalive=60)
+    changes.keep_only(set(range(1000)))
+    for b in range(1000):
+        changes.select(b, scrape(broker=b), now=0)  # the first scrape: all of them whole
+    per_scrape = []
+    for now in range(10, 130, 10):  # two keepalives of 10 s scrapes
+        per_scrape.append(sum(changes.select(b, scrape(broker=b), now=now) != []
+                              for b in range(1000)))
+    assert sum(per_scrape[:6]) == 1000 and sum(per_scrape[6:]) == 1000  # each once
+    assert max(per_scrape) <= 2 * ROUND_BROKERS + 10, per_scrape  # no fleet-wide round
+    assert min(per_scrape) > 0
+
+
+def test_a_broker_goes_whole_once_per_keepalive_whatever_its_phase():
+    for broker in range(200):
+        for start in (0.0, 3.7, 1234.5):
+            last, wholes, gaps = start, 1, []
+            for now in (start + 10 * i for i in range(1, 61)):  # ten minutes of scrapes
+                if keepalive_due(broker, last, now, 60, 1000):
+                    gaps.append(now - last)
+                    last, wholes = now, wholes + 1
+            assert wholes in (10, 11), (broker, start, wholes)  # the first may come early
+            assert all(g == pytest.approx(60) for g in gaps[1:]) and gaps[0] <= 60 + 1e-9, gaps
 
 
 @pytest.mark.parametrize("value", ["-1", "61"])
