@@ -57,6 +57,10 @@ def _common_broker_props(broker_count: int, log_dirs: list[Path]) -> dict[str, o
         # for it until the leader shrinks the ISR after this long (30 s by default). The
         # sandbox's event bus lives on the cluster it watches, so keep that wait short.
         "replica.lag.time.max.ms": 10000,
+        # A failed sandbox dir (sandbox/disks.py moves it aside) still takes writes through
+        # the files the broker holds open; the broker notices on its next new file there,
+        # the high-watermark checkpoint (5 s by default). A real disk fails the next write.
+        "replica.high.watermark.checkpoint.interval.ms": 1000,
         "delete.topic.enable": "true",
     }
 

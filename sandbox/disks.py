@@ -2,10 +2,11 @@
 made small (a tmpfs) so it fills for real, and a failed or small dir replaced.
 
 How a disk is failed: the log dir is moved aside and a regular file put at its path, the
-way Kafka's own LogDirFailureTest does it. The broker's next write into that dir (the
-high-watermark checkpoint, every 5 s, or a segment roll) gets an IOException and Kafka
-takes the whole dir offline. `chmod 000`, the KIP-112 test plan's way, stops nothing here:
-the broker runs as root, and root ignores file modes.
+way Kafka's own LogDirFailureTest does it. The broker's next new file in that dir (the
+high-watermark checkpoint, every second in the sandbox: sandbox/configs.py; or a segment
+roll) gets an IOException and Kafka takes the whole dir offline. `chmod 000`, the
+KIP-112 test plan's way, stops nothing here: the broker runs as root, and root ignores
+file modes.
 """
 
 from __future__ import annotations
