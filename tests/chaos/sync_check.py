@@ -9,6 +9,18 @@ from pathlib import Path
 from sandbox.state import SandboxState
 from sandbox.status import kafka_admin
 
+# What tells why a replica stays out of the ISR after ZooKeeper or a broker went away: a
+# warning or error, or the INFO lines of a session expiring, a broker re-registering, a
+# controller elected, an ISR change sent or refused, a fetcher giving a partition up.
+_INFO_CLUES = ("Session expired", "Registered broker", "elected as the controller",
+               "AlterPartition", "ineligible", "marked as failed", "Shrinking ISR",
+               "Expanding ISR")
+
+
+def _telling(line: str) -> bool:
+    return ("] WARN " in line or "] ERROR " in line
+            or ("] INFO " in line and any(clue in line for clue in _INFO_CLUES)))
+
 
 def out_of_sync(state: SandboxState, prefix: str, topic: str) -> list[str]:
     """The partitions of the loop's bus topics and of ``topic`` that are leaderless or
@@ -27,9 +39,9 @@ def in_sync(state: SandboxState, prefix: str, topic: str) -> bool:
     return not out_of_sync(state, prefix, topic)
 
 
-def why_not_in_sync(state: SandboxState, prefix: str, topic: str, lines: int = 12) -> str:
-    """For a failed wait: the partitions still out of sync and each broker's last
-    warnings (a stuck ISR change, a fetcher's errors, a controller that did not answer)."""
+def why_not_in_sync(state: SandboxState, prefix: str, topic: str, lines: int = 20) -> str:
+    """For a failed wait: the partitions still out of sync and each broker's last telling
+    lines (a stuck ISR change, a fetcher's errors, a controller that did not answer)."""
     try:
         bad = out_of_sync(state, prefix, topic)
     except Exception as exc:  # the cluster may be what is wrong
@@ -41,8 +53,8 @@ def why_not_in_sync(state: SandboxState, prefix: str, topic: str, lines: int = 1
         path = Path(broker.config).parent / "server.log"  # log4j's, beside its config
         if path.exists():
             with path.open(errors="replace") as log:
-                warned.extend(line.rstrip()[:400] for line in log
-                              if "] WARN " in line or "] ERROR " in line)
-        parts.append(f"--- broker {broker.node_id} warnings ({path.name}):\n"
+                warned.extend(line.rstrip()[:400] for line in log if _telling(line))
+        parts.append(f"--- broker {broker.node_id}, its last warnings and ISR news "
+                     f"({path}):\n"
                      + ("\n".join(warned) or "(none)"))
     return "\n".join(parts)
