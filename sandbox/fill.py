@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 
 from sandbox.cluster import Progress, SandboxError, _quiet, client_config, resolve_dir
 from sandbox.state import SandboxState
@@ -35,7 +36,7 @@ def fill_disk(
     index = state.broker(broker_id).log_dirs.index(path)
     topic = topic or f"selfheal-fill-b{broker_id}-d{index}-{int(time.time())}"
     _create_on_broker(state, topic, partitions, broker_id)
-    _pin_to_dir(state, topic, partitions, broker_id, path)
+    pin_to_dir(state, topic, range(partitions), broker_id, path)
     progress(f"topic {topic}: {partitions} partitions on broker {broker_id}, dir {path}")
 
     producer = Producer({**client_config(state), "acks": "1", "linger.ms": 20,
@@ -76,7 +77,7 @@ def fill_until_full(state: SandboxState, broker_id: int, dir_ref: str, partner: 
         admin.create_topics([NewTopic(topic, num_partitions=-1, replication_factor=-1,
                                       replica_assignments={p: [broker_id, partner]
                                                            for p in range(2)})])
-    _pin_to_dir(state, topic, 2, broker_id, path)
+    pin_to_dir(state, topic, range(2), broker_id, path)
     acked = [0]
 
     def delivered(err: object, msg: object) -> None:
@@ -114,12 +115,14 @@ def _create_on_broker(state: SandboxState, topic: str, partitions: int, broker_i
                                                            for p in range(partitions)})])
 
 
-def _pin_to_dir(state: SandboxState, topic: str, partitions: int, broker_id: int,
-                path: str, timeout: float = 30.0) -> None:
-    """Move the (empty) replicas onto ``path`` and wait until the broker says they are there."""
+def pin_to_dir(state: SandboxState, topic: str, partitions: Iterable[int], broker_id: int,
+               path: str, timeout: float = 30.0) -> None:
+    """Move ``broker_id``'s replicas of these partitions onto ``path`` (AlterReplicaLogDirs)
+    and wait until the broker says they are there."""
     deadline = time.monotonic() + timeout
+    wanted = set(partitions)
     with kafka_admin(state) as admin:
-        moves = {(topic, p, broker_id): path for p in range(partitions)}
+        moves = {(topic, p, broker_id): path for p in wanted}
         while True:
             try:
                 admin.alter_replica_log_dirs(moves)
@@ -127,7 +130,7 @@ def _pin_to_dir(state: SandboxState, topic: str, partitions: int, broker_id: int
                 pass  # replicas not created yet: retry below
             reply = admin.describe_log_dirs(topic_partitions=[topic], brokers=[broker_id])[0]
             placed = set(placement(reply, topic).get(path, {}))
-            if len(placed) == partitions:
+            if wanted <= placed:
                 return
             if time.monotonic() > deadline:
                 raise SandboxError(f"broker {broker_id} did not place {topic} on {path} "
