@@ -42,9 +42,9 @@ def _bring_up(work_dir: Path, **kwargs) -> SandboxState:
                       **kwargs)
 
 
-# `make test` runs two pytest-xdist workers (`--dist loadscope`), each with sandboxes of
-# its own. One worker takes the chaos suite in order (two chaos loops at once would
-# starve each other's timings); then both take modules one at a time (a module's
+# `make test` runs three pytest-xdist workers (`--dist loadscope`), each with sandboxes
+# of its own. One worker takes the chaos suite in order (two chaos loops at once would
+# starve each other's timings); then all take modules one at a time (a module's
 # fixtures are set up once), in the order below: the slow ones first, so the run does
 # not end waiting on one of them.
 ONE_WORKER = "chaos"
