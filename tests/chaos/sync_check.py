@@ -14,7 +14,7 @@ from sandbox.status import kafka_admin
 # controller elected, an ISR change sent or refused, a fetcher giving a partition up.
 _INFO_CLUES = ("Session expired", "Registered broker", "elected as the controller",
                "AlterPartition", "ineligible", "marked as failed", "Shrinking ISR",
-               "Expanding ISR")
+               "Expanding ISR", "older epoch", "Ignoring LeaderAndIsr", "broker epoch")
 
 
 def _telling(line: str) -> bool:
