@@ -113,7 +113,8 @@ class CollectConfig:
             "go on the bus whole this often, and in between only a gauge whose value "
             "changed (a dir going offline goes at once): an idle job runs no batch per "
             "scrape. Otherwise every scrape goes whole. 0: every scrape whole. At most 60: "
-            "the job's stalled alert expects a batch every 2 minutes.")
+            "the job's stalled alert expects a batch every 2 minutes. Past 100 brokers the "
+            "brokers' keepalives are spread over the interval, about 100 a phase.")
     snapshot_interval_seconds: float = _field(
         60.0, positive, doc="How often a full cluster snapshot (Metadata, DescribeLogDirs, "
                             "consumer groups) is taken; events trigger more.")
