@@ -50,7 +50,8 @@ def keepalive_phase(broker: int, keepalive: float, brokers: int) -> float:
 def keepalive_due(broker: int, last: float, now: float, keepalive: float,
                   brokers: int) -> bool:
     """Whether ``broker``, last whole at ``last``, goes whole at ``now``: its phase's
-    window (``keepalive`` long) has turned since. Never more than ``keepalive`` apart."""
+    window (``keepalive`` long) has turned since, so it goes whole once in every window
+    (at the first scrape in it, as with every broker in one round)."""
     phase = keepalive_phase(broker, keepalive, brokers)
     return math.floor((now - phase) / keepalive) > math.floor((last - phase) / keepalive)
 
