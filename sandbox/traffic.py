@@ -209,9 +209,19 @@ def partitions_settled(state: SandboxState, topic: str,
         time.sleep(0.2)
 
 
-def leader_of(state: SandboxState, topic: str, partition: int) -> int:
-    return next(p["leader_id"] for p in partitions(state, topic)
-                if p["partition_index"] == partition)
+def leader_of(state: SandboxState, topic: str, partition: int, timeout: float = 15.0) -> int:
+    """The partition's leader (-1: none). A topic just created may be missing from the
+    answering broker's metadata for a moment: waited for, up to ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [p["leader_id"] for p in partitions(state, topic)
+                 if p["partition_index"] == partition]
+        if found:
+            return found[0]
+        if time.monotonic() > deadline:
+            raise SandboxError(f"{topic}-{partition} is not in the cluster's metadata "
+                               f"after {timeout:.0f} s")
+        time.sleep(0.2)
 
 
 def log_dir_of(state: SandboxState, topic: str, partition: int, broker_id: int,
