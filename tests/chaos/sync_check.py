@@ -27,7 +27,7 @@ def out_of_sync(state: SandboxState, prefix: str, topic: str) -> list[str]:
     have a replica out of the ISR, one line each."""
     with kafka_admin(state) as admin:
         found = admin.describe_topics()
-    return [f"{t['name']}-{p['partition']}: leader {p['leader_id']}, replicas "
+    return [f"{t['name']}-{p['partition_index']}: leader {p['leader_id']}, replicas "
             f"{sorted(p['replica_nodes'])}, isr {sorted(p['isr_nodes'])}"
             for t in found if t["name"].startswith(prefix) or t["name"] == topic
             for p in t["partitions"]
