@@ -135,6 +135,8 @@ class _Step(GroupRules, CordonRules):
         if episode is not None:
             episode.evidence = max(episode.evidence, time)
             return
+        if state.returned.get((broker, log_dir), time) > time:
+            return  # taken before the dir came back: that failure is over
         since, trigger = time, source
         window = self.settings.signal_window_ms
         keep: list[Pending] = []

@@ -57,12 +57,14 @@ class CordonRules:
         state, facts = self.state, seen.facts
         trust = self.settings.returned_trust_ms
         for key, since in list(state.returned.items()):
+            if seen.time <= since or (key[0] in facts.dirs and not facts.alive.get(key[0])):
+                continue  # taken before it came back, or a down broker's last known dirs
             online = facts.dirs.get(key[0], {}).get(key[1])
             if not online or seen.time - since >= trust:
                 del state.returned[key]  # gone, failed again (a new episode), or trusted
         wanted = [(b, p, f"log dir {p} on broker {b} failed and is back online: cordoned "
                    "so no new replica lands there until it is trusted again")
-                  for b, p in sorted(state.returned)]
+                  for b, p in sorted(state.returned) if facts.dirs.get(b, {}).get(p)]
         for broker, ratio in sorted(facts.skewed.items()):
             spell = state.skew.get(broker)
             if spell is None or not spell.proposed:

@@ -30,10 +30,11 @@ LEVEL = 30  # metadata.version 4.3-IV0
 SETTINGS = DetectSettings(skew_window_ms=60_000, returned_trust_ms=300_000)
 
 
-def seen(t: int, offline=(), skew=None, over=None, cordoned=None, level=LEVEL) -> SnapshotSeen:
+def seen(t: int, offline=(), skew=None, over=None, cordoned=None, level=LEVEL,
+         dead=()) -> SnapshotSeen:
     facts = SnapshotFacts(
         dirs={b: {d: (b, d) not in offline for d in dirs} for b, dirs in DIRS.items()},
-        alive={b: True for b in DIRS}, skewed=skew or {}, over=over or {},
+        alive={b: b not in dead for b in DIRS}, skewed=skew or {}, over=over or {},
         cordoned=cordoned or {}, metadata_level=level)
     return SnapshotSeen(t, SnapshotRef("selfheal.cluster-snapshots", 0, t, t), facts)
 
@@ -77,6 +78,25 @@ def test_a_dir_back_from_a_failure_is_cordoned_until_trusted():
     assert run.batch(seen(T0 + 200_000, cordoned=cordoned)) == []  # not trusted yet
     (lift,) = run.batch(seen(T0 + 330_000, cordoned=cordoned))
     assert (lift.type, lift.log_dir) == (UNCORDON_DIR, "/b1/d0")
+
+
+def test_a_snapshot_older_than_the_return_neither_forgets_it_nor_reopens_the_failure():
+    # The disk replaced, the broker restarts: its new JVM's gauge says the dir is online
+    # (T0+11 s) before the job reads the snapshot taken while it was down (T0+10 s), in
+    # which its dirs are the last known ones, the failed one offline. A fresh run met it:
+    # the return was dropped as "failed again" and the dir never cordoned.
+    run = Run(SETTINGS)
+    run.batch(seen(T0))
+    run.batch(Failure(T0 + 1000, "metric", 1, "/b1/d0"), seen(T0 + 1000, offline={(1, "/b1/d0")}))
+    assert run.batch(DirOnline(T0 + 11_000, 1, "/b1/d0")) == []
+    assert run.batch(seen(T0 + 10_000, offline={(1, "/b1/d0")}, dead={1})) == []
+    assert run.batch(seen(T0 + 10_500, offline={(1, "/b1/d0")})) == []  # older, broker up
+    assert run.state.episodes == {}
+    (cordon,) = run.batch(seen(T0 + 18_000))
+    assert (cordon.type, cordon.broker, cordon.log_dir) == (CORDON_DIR, 1, "/b1/d0")
+    # Failed again after it came back, on a live broker: no longer held as returned.
+    run.batch(seen(T0 + 40_000, offline={(1, "/b1/d0")}))
+    assert run.state.returned == {} and list(run.state.episodes) == [(1, "/b1/d0")]
 
 
 def test_a_cluster_too_old_to_cordon_gets_one_line_and_no_cordon():
