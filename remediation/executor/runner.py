@@ -190,12 +190,14 @@ class Executor(Moves):
         if not self.is_leader():
             return
         self.store.expire_overdue(self.policy.limits.approval_ttl_seconds, ACTOR)
-        self._resolve_pages()
         if time.monotonic() < self._denied_until:
             return
         rows = self.store.in_flight()
         running = [r for r in rows if r.state in (State.EXECUTING, State.VERIFYING)]
         try:
+            # Its read may meet a broker just restarted (ClusterError) like any other: a
+            # pass whose page check raised stopped the executor and rebuilt its clients.
+            self._resolve_pages()
             for row in running:
                 self.step(row)
             self._replan_failed()

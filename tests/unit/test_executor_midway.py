@@ -221,3 +221,32 @@ def test_a_target_that_stops_answering_and_returns_is_on_record(tmp_path: Path) 
                     "decided for this action until it answers again or is gone",
                     "target broker 4 answers again (0 s after it stopped): its copies go on"]
     assert row.journal["silent"] is None
+
+
+def test_a_page_check_that_meets_a_silent_broker_is_retried_like_any_read(
+        tmp_path: Path) -> None:
+    # The pass's page check (its own read) once raised out of the pass: serve said
+    # "executor stopped", waited and rebuilt the executor, which then told every running
+    # action it was "picked up after a restart or a takeover".
+    from remediation.executor.cluster import ClusterError
+    from tests.unit.test_executor_checks import action as make
+
+    action = fix([1, 4])
+    executor, kafka = started(tmp_path, action, cluster(BROKEN, offline=(3,)))
+    page = make("page_operator", {"message": "replace the disk behind /d2 on broker 3",
+                                  "brokers": [3], "log_dirs": ["/d2"]})
+    executor.store.propose(page)
+    executor.store.transition(page.action_id, State.AWAITING_APPROVAL, "test", "paged")
+    said: list[str] = []
+    executor._log = said.append  # type: ignore[method-assign]
+
+    def silent_read(future_of: Any = (), topics: Any = None) -> LiveView:
+        raise ClusterError("broker 3 did not answer DescribeLogDirs (just restarted?)")
+
+    kafka.read = silent_read  # type: ignore[method-assign]
+    executor._next_page_check = 0.0  # due now
+    executor.tick()  # no exception out of the pass
+    assert executor.errors == 1 and said == [
+        "broker 3 did not answer DescribeLogDirs (just restarted?); retrying"]
+    row = executor.store.get(page.action_id)
+    assert row is not None and row.state is State.AWAITING_APPROVAL
