@@ -82,13 +82,17 @@ class KafkaCluster:
         """
         try:
             doc = read_snapshot(self.admin, self.cluster_id, self.memory)
-            reassigning = self.reassignments()
         except ClusterError:
             raise
         except Exception as exc:
             denied = denial(exc, getattr(self.admin, "selfheal_security", None))
             raise ClusterError(denied or f"cannot read the cluster: {exc}") from exc
+        # Who went silent is kept before the next call can fail: the reassignment list
+        # goes to the admin's "controller", in KRaft any broker, so a killed target can
+        # fail it too (seen on a run), and a read that failed there kept no silence. A
+        # CI run's target killed and back within seconds was so never said silent.
         self._wait_for_unanswered()
+        reassigning = self.reassignments()
         dir_bytes: dict[tuple[int, str], int] | None = None
         leaders: dict[int, int] | None = None
         if topics is not None:

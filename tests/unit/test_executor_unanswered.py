@@ -66,3 +66,22 @@ def test_serve_waits_for_a_silent_broker_then_uses_its_last_known_dirs(monkeypat
     admin.silent = True
     with pytest.raises(ClusterError):
         kafka.read()
+
+
+def test_a_silent_broker_is_kept_even_when_the_reassignment_list_fails_too():
+    # A broker killed in KRaft may be the one the admin asks for the reassignments: that
+    # call fails too, and the silence must still be on record (`KafkaCluster.silent`).
+    admin = Silent()
+
+    def dead_controller() -> dict:
+        raise ConnectionError("NodeNotReadyError: 2")
+
+    admin.list_partition_reassignments = dead_controller  # type: ignore[method-assign]
+    kafka = KafkaCluster(admin, "c")
+    with pytest.raises(ClusterError, match=r"broker 2 did not answer DescribeLogDirs"):
+        kafka.read()
+    assert kafka.silent() == {2}
+    admin.silent = False
+    with pytest.raises(ClusterError, match=r"ListPartitionReassignments failed"):
+        kafka.read()
+    assert kafka.silent() == frozenset()
