@@ -221,7 +221,7 @@ class Serve:
                 self._loop(stop, is_leader, intake, executor, outbox)
             finally:
                 intake.close()
-                outbox.publish(timeout=5.0)
+                outbox.drain(5.0)
                 producer.flush(5.0)
 
     def _loop(self, stop: threading.Event, is_leader: Callable[[], bool], intake: Any,
