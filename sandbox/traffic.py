@@ -250,7 +250,8 @@ def wait_leader_moves(state: SandboxState, topic: str, partition: int, away_from
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            leader = leader_of(state, topic, partition)
+            leader = leader_of(state, topic, partition,
+                               timeout=max(0.0, deadline - time.monotonic()))
         except Exception:
             leader = -1
         if leader not in (-1, away_from):
